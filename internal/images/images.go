@@ -1,0 +1,171 @@
+// Package images builds the images composebox itself needs, locally and FROM scratch, because no
+// registry can be assumed reachable. Images are tagged by a hash of their build context, so a
+// build is skipped whenever an image with that content already exists.
+package images
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/errdefs"
+	"github.com/docker/docker/pkg/jsonmessage"
+	"golang.org/x/sync/singleflight"
+)
+
+// File is one entry of a build context.
+type File struct {
+	Name string // slash-separated path inside the context
+	Mode int64  // permission bits, including setuid/setgid/sticky
+	Body []byte // a regular file's content
+	Link string // a symlink's target; set for symlinks only
+	Dir  bool
+}
+
+// Spec is an image built from an in-memory context.
+type Spec struct {
+	Repository string // e.g. "composebox/base"
+	Dockerfile string
+	Files      []File
+	Labels     map[string]string
+}
+
+// Tag is the spec's content-addressed reference: the same context always gives the same tag.
+func (s Spec) Tag() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "dockerfile %d\n%s\n", len(s.Dockerfile), s.Dockerfile)
+	for _, f := range s.Files {
+		fmt.Fprintf(h, "file %q %o %t %q %d\n", f.Name, f.Mode, f.Dir, f.Link, len(f.Body))
+		h.Write(f.Body)
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Labels)) {
+		fmt.Fprintf(h, "label %q=%q\n", k, s.Labels[k])
+	}
+	return s.Repository + ":" + hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// Context returns the spec's build context as a tar stream.
+func (s Spec) Context() ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	epoch := time.Unix(0, 0)
+	files := append([]File{{Name: "Dockerfile", Mode: 0o644, Body: []byte(s.Dockerfile)}}, s.Files...)
+	for _, f := range files {
+		hdr := &tar.Header{Name: f.Name, Mode: f.Mode, ModTime: epoch, Format: tar.FormatPAX}
+		switch {
+		case f.Dir:
+			hdr.Typeflag, hdr.Name = tar.TypeDir, f.Name+"/"
+		case f.Link != "":
+			hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, f.Link
+		default:
+			hdr.Typeflag, hdr.Size = tar.TypeReg, int64(len(f.Body))
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, fmt.Errorf("write build context %s: %w", f.Name, err)
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			if _, err := tw.Write(f.Body); err != nil {
+				return nil, fmt.Errorf("write build context %s: %w", f.Name, err)
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Builder builds specs through the Engine API. It is safe for concurrent use: concurrent Ensure
+// calls for one tag share a single build.
+type Builder struct {
+	client client.APIClient
+	group  singleflight.Group
+	builds atomic.Int64
+	// BuildTimeout bounds one build, which runs detached from any single caller's context so
+	// that the callers sharing it are not failed by the first one's cancellation.
+	buildTimeout time.Duration
+}
+
+// NewBuilder returns a Builder using c. It does not take ownership of c.
+func NewBuilder(c client.APIClient) *Builder {
+	return &Builder{client: c, buildTimeout: 10 * time.Minute}
+}
+
+// Builds counts the builds this Builder actually ran (skipped ones excluded).
+func (b *Builder) Builds() int64 { return b.builds.Load() }
+
+// Ensure makes sure the image for spec exists and returns its tag. built reports whether this
+// call's group ran a build.
+func (b *Builder) Ensure(ctx context.Context, spec Spec) (ref string, built bool, err error) {
+	ref = spec.Tag()
+	ch := b.group.DoChan(ref, func() (any, error) {
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.buildTimeout)
+		defer cancel()
+		if _, err := b.client.ImageInspect(bctx, ref); err == nil {
+			return false, nil
+		} else if !errdefs.IsNotFound(err) {
+			return false, fmt.Errorf("inspect image %s: %w", ref, err)
+		}
+		if err := b.build(bctx, spec, ref); err != nil {
+			return false, err
+		}
+		b.builds.Add(1)
+		return true, nil
+	})
+	select {
+	case <-ctx.Done():
+		return ref, false, fmt.Errorf("build image %s: %w", ref, ctx.Err())
+	case r := <-ch:
+		if r.Err != nil {
+			return ref, false, r.Err
+		}
+		return ref, r.Val.(bool), nil
+	}
+}
+
+func (b *Builder) build(ctx context.Context, spec Spec, ref string) error {
+	tarball, err := spec.Context()
+	if err != nil {
+		return err
+	}
+	resp, err := b.client.ImageBuild(ctx, bytes.NewReader(tarball), build.ImageBuildOptions{
+		Tags:        []string{ref},
+		Labels:      spec.Labels,
+		Dockerfile:  "Dockerfile",
+		Remove:      true,
+		ForceRemove: true,
+		Version:     build.BuilderV1,
+	})
+	if err != nil {
+		return fmt.Errorf("build image %s: %w", ref, err)
+	}
+	defer resp.Body.Close()
+	var log bytes.Buffer
+	if err := jsonmessage.DisplayJSONMessagesStream(resp.Body, &log, 0, false, nil); err != nil {
+		var jerr *jsonmessage.JSONError
+		if errors.As(err, &jerr) {
+			return fmt.Errorf("build image %s: %s (build log: %s)", ref, jerr.Message, tail(log.String(), 2000))
+		}
+		return fmt.Errorf("build image %s: %w", ref, err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return nil
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}

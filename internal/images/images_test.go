@@ -1,0 +1,128 @@
+package images_test
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/internal/images"
+	"github.com/composebox/composebox/internal/testutil"
+)
+
+func TestBaseImageBuildsOnceAndRuns(t *testing.T) {
+	c := testutil.Docker(t)
+	b := images.NewBuilder(c)
+	ref, err := b.Base(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second call finds the tag and builds nothing, whether or not the first one built.
+	before := b.Builds()
+	ref2, err := b.Base(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref2 != ref || b.Builds() != before {
+		t.Fatalf("second Base: ref %s (was %s), builds %d (was %d)", ref2, ref, b.Builds(), before)
+	}
+	if !strings.HasPrefix(ref, images.BaseRepository+":") {
+		t.Errorf("ref %q is not in %s", ref, images.BaseRepository)
+	}
+
+	inspect, err := c.ImageInspect(t.Context(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inspect.Config.Labels[cleanup.LabelManaged] != "true" {
+		t.Errorf("base image labels %v lack %s", inspect.Config.Labels, cleanup.LabelManaged)
+	}
+	if inspect.Config.WorkingDir != images.BaseWorkdir {
+		t.Errorf("WorkingDir %q, want %q", inspect.Config.WorkingDir, images.BaseWorkdir)
+	}
+
+	for _, tc := range []struct{ user, wantID string }{
+		{"", "uid=0(root) gid=0(root)"},
+		{images.SandboxUser, "uid=1000(sandbox) gid=1000(sandbox)"},
+	} {
+		res := testutil.Run(t, c, ref, tc.user, "sh", "-c", "id; ls /bin | wc -l")
+		if res.ExitCode != 0 {
+			t.Fatalf("as %q: %s", tc.user, res)
+		}
+		lines := strings.Fields(res.Stdout)
+		if !strings.HasPrefix(res.Stdout, tc.wantID) {
+			t.Errorf("as %q: id printed %q, want prefix %q", tc.user, res.Stdout, tc.wantID)
+		}
+		if n, _ := strconv.Atoi(lines[len(lines)-1]); n < 100 {
+			t.Errorf("as %q: only %d entries in /bin", tc.user, n)
+		}
+	}
+}
+
+func TestBaseImageLayout(t *testing.T) {
+	c := testutil.Docker(t)
+	ref := testutil.BaseImage(t)
+	script := `stat -c '%a %U' /tmp /workspace /root /home/sandbox; ls /usr/bin/env /sbin/ip >/dev/null && echo links-ok;
+touch /tmp/x /workspace/y && echo writable`
+	res := testutil.Run(t, c, ref, images.SandboxUser, "sh", "-c", script)
+	want := "1777 root\n1777 root\n700 root\n755 sandbox\nlinks-ok\nwritable\n"
+	if res.ExitCode != 0 || res.Stdout != want {
+		t.Errorf("layout as sandbox:\n got %s\nwant stdout %q", res, want)
+	}
+	res = testutil.Run(t, c, ref, images.SandboxUser, "sh", "-c", "touch /root/x")
+	if res.ExitCode == 0 {
+		t.Errorf("sandbox user could write /root: %s", res)
+	}
+}
+
+func TestConcurrentEnsureBuildsOncePerTag(t *testing.T) {
+	c := testutil.Docker(t)
+	testutil.BaseImage(t) // a FROM of a local image never pulls
+	spec := images.Spec{
+		Repository: "composebox/test-concurrent",
+		Dockerfile: "FROM " + testutil.BaseImage(t) + "\nCOPY hello /hello\n",
+		Files:      []images.File{{Name: "hello", Mode: 0o644, Body: []byte(fmt.Sprint(time.Now().UnixNano()))}},
+		Labels:     map[string]string{cleanup.LabelManaged: "true", cleanup.LabelTask: "test"},
+	}
+	testutil.RemoveImage(t, c, spec.Tag())
+	b := images.NewBuilder(c)
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() { _, _, errs[i] = b.Ensure(t.Context(), spec) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b.Builds() != 1 {
+		t.Errorf("%d builds for one tag, want 1", b.Builds())
+	}
+}
+
+func TestBuildErrorIsReported(t *testing.T) {
+	c := testutil.Docker(t)
+	spec := images.Spec{Repository: "composebox/test-broken", Dockerfile: "FROM scratch\nCOPY missing /missing\n"}
+	testutil.RemoveImage(t, c, spec.Tag())
+	_, _, err := images.NewBuilder(c).Ensure(t.Context(), spec)
+	if err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("err = %v, want a build error naming the missing file", err)
+	}
+}
+
+func TestTagIsContentAddressed(t *testing.T) {
+	a := images.Spec{Repository: "r", Dockerfile: "FROM scratch\n", Files: []images.File{{Name: "f", Body: []byte("1")}}}
+	b := a
+	b.Files = []images.File{{Name: "f", Body: []byte("2")}}
+	if a.Tag() == b.Tag() {
+		t.Error("different contents give one tag")
+	}
+	if a.Tag() != a.Tag() {
+		t.Error("tag is not deterministic")
+	}
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Makes this machine ready for composebox: a Docker Engine that answers and a static busybox
+# (the rootfs of every image composebox builds, since no registry is reachable).
+# Idempotent: what already works is left alone.
+set -euo pipefail
+
+log() { printf 'setup-engine: %s\n' "$*" >&2; }
+
+engine_ok() { timeout 10 docker info >/dev/null 2>&1; }
+busybox_ok() { [ -x /bin/busybox ] && /bin/busybox --list >/dev/null 2>&1; }
+
+if engine_ok && busybox_ok; then
+  log "docker engine answers and /bin/busybox is present; nothing to do"
+  exit 0
+fi
+
+is_debian_root() { [ -f /etc/debian_version ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; }
+
+if ! is_debian_root; then
+  log "this script installs only on Debian as root. Install by hand:"
+  engine_ok || log "  - Docker Engine >= 20.10 (API 1.41), running, with your user allowed on its socket"
+  busybox_ok || log "  - a static busybox at /bin/busybox (Debian/Ubuntu: busybox-static)"
+  exit 1
+fi
+
+pkgs=()
+command -v dockerd >/dev/null || pkgs+=(docker.io)
+busybox_ok || pkgs+=(busybox-static)
+if [ ${#pkgs[@]} -gt 0 ]; then
+  log "installing ${pkgs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${pkgs[@]}" >/dev/null
+fi
+
+if ! engine_ok; then
+  logfile=${DOCKERD_LOG:-/var/log/dockerd.log}
+  if ! pgrep -x dockerd >/dev/null; then
+    log "starting dockerd in the background (log: $logfile)"
+    nohup dockerd >"$logfile" 2>&1 </dev/null &
+  fi
+  for _ in $(seq 1 60); do
+    engine_ok && break
+    sleep 1
+  done
+  if ! engine_ok; then
+    log "dockerd did not answer within 60 s; last lines of $logfile:"
+    tail -n 20 "$logfile" >&2 || true
+    exit 1
+  fi
+fi
+log "ready: $(docker version --format 'engine {{.Server.Version}}, API {{.Server.APIVersion}}'), busybox $(/bin/busybox | head -1 | cut -d' ' -f2)"
