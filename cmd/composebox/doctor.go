@@ -1,0 +1,57 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/composebox/composebox/internal/engine"
+	"github.com/composebox/composebox/internal/images"
+	"github.com/composebox/composebox/prereqs"
+)
+
+type doctorOptions struct {
+	Build bool
+}
+
+func newDoctorCmd(g *globals) *cobra.Command {
+	var opts doctorOptions
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check that this machine can run composebox",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDoctor(cmd, g, opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.Build, "build", false, "build the base image first if it is missing")
+	return cmd
+}
+
+func runDoctor(cmd *cobra.Command, g *globals, opts doctorOptions) error {
+	ctx := cmd.Context()
+	if opts.Build {
+		if c, _, err := engine.Connect(ctx, 0); err == nil {
+			_, berr := images.NewBuilder(c).Base(ctx)
+			c.Close()
+			if berr != nil {
+				return berr
+			}
+		}
+	}
+	r := prereqs.Doctor(ctx, prereqs.Options{})
+	if g.JSON {
+		if err := g.printJSON(r); err != nil {
+			return err
+		}
+	} else {
+		for _, c := range r.Checks {
+			fmt.Fprintln(g.stdout, c)
+		}
+	}
+	if !r.OK {
+		// The report already says what failed and how to fix it.
+		return exitError{code: exitFailure, silent: true}
+	}
+	return nil
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+
+	"github.com/composebox/composebox/internal/errdefs"
+)
+
+// Exit codes (CONTRACT section 9).
+const (
+	exitOK          = 0
+	exitUsage       = 2
+	exitTimeout     = 124
+	exitFailure     = 125
+	exitCannotRun   = 126
+	exitNotFound    = 127
+	exitInterrupted = 130
+)
+
+// usageError is a command line that cannot be understood: exit 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// exitError carries an exit code to pass through (an exec'd command's, say). A silent one
+// prints nothing: the command's own output already told the story.
+type exitError struct {
+	code   int
+	silent bool
+	err    error
+}
+
+func (e exitError) Error() string {
+	if e.err == nil {
+		return "exit status"
+	}
+	return e.err.Error()
+}
+func (e exitError) Unwrap() error { return e.err }
+
+func errorKind(err error) string { return errdefs.Kind(err) }
+
+// exitCode maps an error to the process exit code.
+func exitCode(err error) int {
+	var ee exitError
+	var ue usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.Is(err, errdefs.ErrTimeout):
+		return exitTimeout
+	}
+	return exitFailure
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,19 @@
+// Command composebox is a thin CLI over the composebox library.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	if ctx.Err() != nil && code != 0 {
+		code = exitInterrupted
+	}
+	stop()
+	os.Exit(code)
+}

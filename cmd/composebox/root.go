@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+)
+
+// globals are the flags every verb shares, and the process's streams.
+type globals struct {
+	JSON     bool
+	LogLevel string
+
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	log            *slog.Logger
+}
+
+// run executes one command line and returns the process exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := newRootCmd(g)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	return g.report(ctx, err)
+}
+
+func newRootCmd(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "composebox",
+		Short:         "Docker Compose sandboxes for evaluation runs",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return g.setup()
+		},
+	}
+	root.PersistentFlags().BoolVar(&g.JSON, "json", false, "machine-readable output on stdout")
+	root.PersistentFlags().StringVar(&g.LogLevel, "log-level", "warn", "log level on stderr: debug, info, warn, error")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(
+		newVersionCmd(g),
+		newDoctorCmd(g),
+	)
+	for _, c := range root.Commands() {
+		wrapArgs(c)
+	}
+	return root
+}
+
+// wrapArgs makes cobra's argument validation errors usage errors (exit 2).
+func wrapArgs(c *cobra.Command) {
+	if c.Args != nil {
+		check := c.Args
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		wrapArgs(sub)
+	}
+}
+
+func (g *globals) setup() error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(g.LogLevel)); err != nil {
+		return usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", g.LogLevel)}
+	}
+	g.log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+	// The compose library warns through the global logrus; only the CLI decides where it goes.
+	logrus.SetOutput(g.stderr)
+	switch {
+	case level <= slog.LevelDebug:
+		logrus.SetLevel(logrus.DebugLevel)
+	case level <= slog.LevelInfo:
+		logrus.SetLevel(logrus.InfoLevel)
+	case level <= slog.LevelWarn:
+		logrus.SetLevel(logrus.WarnLevel)
+	default:
+		logrus.SetLevel(logrus.ErrorLevel)
+	}
+	return nil
+}
+
+// printJSON writes v as one JSON document on stdout.
+func (g *globals) printJSON(v any) error {
+	return writeJSON(g.stdout, v)
+}
+
+// report prints err per CONTRACT section 9 and returns the exit code.
+func (g *globals) report(ctx context.Context, err error) int {
+	var ee exitError
+	if errors.As(err, &ee) && ee.silent {
+		return ee.code
+	}
+	code := exitCode(err)
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		code = exitInterrupted
+	}
+	kind, msg := errorKind(err), err.Error()
+	var ue usageError
+	if errors.As(err, &ue) {
+		kind = "usage"
+	}
+	if g.JSON {
+		_ = writeJSON(g.stdout, map[string]any{"error": map[string]string{"kind": kind, "message": msg}})
+	}
+	fmt.Fprintf(g.stderr, "composebox: %s: %s\n", kind, strings.TrimSpace(msg))
+	if kind == "usage" {
+		fmt.Fprintln(g.stderr, "run 'composebox --help' for usage")
+	}
+	return code
+}

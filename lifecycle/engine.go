@@ -1,0 +1,127 @@
+// Package lifecycle drives compose projects through build, up, wait and down. It is the only
+// package that imports the compose library (github.com/docker/compose/v2), so that moving to a
+// later compose major version touches this package alone. Exec and file I/O go straight to the
+// Engine API.
+package lifecycle
+
+import (
+	"bytes"
+
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+
+	"github.com/docker/cli/cli/command"
+	"github.com/docker/cli/cli/flags"
+	"github.com/docker/compose/v2/pkg/api"
+	"github.com/docker/compose/v2/pkg/compose"
+	"github.com/docker/compose/v2/pkg/progress"
+	"github.com/docker/docker/client"
+	"github.com/sirupsen/logrus"
+)
+
+// Engine is one embedded compose service bound to one Engine API client. It is safe for
+// concurrent use. It does not own the client: Close leaves it open.
+type Engine struct {
+	api     client.APIClient
+	cli     *command.DockerCli
+	compose api.Compose
+	log     *slog.Logger
+	// out collects what compose writes to its own streams (it should write nothing: progress
+	// is quiet), so that nothing reaches the process's stdout or stderr.
+	out lockedBuffer
+}
+
+// Option configures an Engine.
+type Option func(*Engine)
+
+// WithLogger sends the engine's diagnostics to l (default: discarded).
+func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
+
+var globalsOnce sync.Once
+
+// setGlobals sets the compose library's process-wide switches once: progress rendering off,
+// and its logrus warnings away from stderr. cmd/ may re-point logrus afterwards.
+func setGlobals() {
+	globalsOnce.Do(func() {
+		progress.Mode = progress.ModeQuiet
+		logrus.SetOutput(io.Discard)
+	})
+}
+
+// New returns an Engine over c. The DockerCli it builds for compose is pinned to c's host, so
+// that compose never resolves a docker context itself (a missing one makes the CLI exit the
+// process).
+func New(c client.APIClient, opts ...Option) (*Engine, error) {
+	setGlobals()
+	e := &Engine{api: c, log: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o(e)
+	}
+	cli, err := command.NewDockerCli(
+		command.WithAPIClient(c),
+		command.WithInputStream(io.NopCloser(bytes.NewReader(nil))),
+		command.WithOutputStream(&e.out),
+		command.WithErrorStream(&e.out),
+	)
+	if err != nil {
+		return nil, err
+	}
+	level := logrus.GetLevel()
+	err = cli.Initialize(&flags.ClientOptions{Hosts: []string{c.DaemonHost()}})
+	logrus.SetLevel(level) // Initialize resets the global level to info
+	if err != nil {
+		return nil, err
+	}
+	e.cli = cli
+	e.compose = compose.NewComposeService(cli, compose.WithPrompt(func(string, bool) (bool, error) {
+		// Never interactive: answer "no" to anything compose would ask a person.
+		return false, nil
+	}))
+	return e, nil
+}
+
+// Client is the Engine API client the engine uses.
+func (e *Engine) Client() client.APIClient { return e.api }
+
+// Close releases the engine. The client passed to New stays open.
+func (e *Engine) Close() error { return nil }
+
+// Output is whatever the compose library wrote to its streams, for diagnostics.
+func (e *Engine) Output() string { return e.out.String() }
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	// Keep the tail only: compose can be chatty on long runs.
+	if b.buf.Len() > 1<<20 {
+		b.buf.Next(b.buf.Len() - 1<<19)
+	}
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// ComposeVersion is the version of the embedded compose library.
+func ComposeVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	for _, d := range bi.Deps {
+		if d.Path == "github.com/docker/compose/v2" {
+			return d.Version
+		}
+	}
+	return "unknown"
+}

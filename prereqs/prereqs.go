@@ -1,0 +1,130 @@
+// Package prereqs checks that the machine can run composebox: a reachable daemon with a recent
+// enough API, a known storage driver, the base image (or the busybox to build it), free address
+// pools and disk. Doctor runs every check; Require runs the ones a task cannot start without.
+package prereqs
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/system"
+	"github.com/docker/docker/client"
+
+	"github.com/composebox/composebox/internal/engine"
+	"github.com/composebox/composebox/internal/errdefs"
+)
+
+// Status of one check.
+type Status string
+
+const (
+	Pass Status = "pass"
+	Warn Status = "warn"
+	Fail Status = "fail"
+)
+
+// Check is one line of a doctor report.
+type Check struct {
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+func (c Check) String() string {
+	s := fmt.Sprintf("[%s] %s: %s", c.Status, c.Name, c.Detail)
+	if c.Fix != "" && c.Status != Pass {
+		s += " (fix: " + c.Fix + ")"
+	}
+	return s
+}
+
+// Report is the outcome of Doctor.
+type Report struct {
+	OK     bool    `json:"ok"`
+	Checks []Check `json:"checks"`
+}
+
+// Options tunes Doctor. The zero value checks the default setup.
+type Options struct {
+	PingTimeout time.Duration // default engine.DefaultPingTimeout
+	Busybox     string        // default images.DefaultBusybox
+	// Extra are checks computed by the caller (the policy in force, say), appended as given.
+	Extra []Check
+}
+
+// knownDrivers are storage drivers composebox is tested or known to work with.
+var knownDrivers = map[string]Status{
+	"overlay2": Pass, "fuse-overlayfs": Pass, "btrfs": Pass, "zfs": Pass,
+	"overlay": Warn, "vfs": Warn, "devicemapper": Warn, "aufs": Warn,
+}
+
+// Doctor runs every check. It never hangs on a missing daemon: the first contact is bounded by
+// the ping timeout, and checks that need the daemon are skipped when it does not answer.
+func Doctor(ctx context.Context, opts Options) Report {
+	var checks []Check
+	c, info, err := engine.Connect(ctx, opts.PingTimeout)
+	if err != nil {
+		checks = append(checks, Check{Name: "daemon", Status: Fail, Detail: err.Error(), Fix: engine.StartHint})
+		checks = append(checks, busyboxCheck(opts.Busybox))
+		return finish(checks)
+	}
+	defer c.Close()
+	sys, err := c.Info(ctx)
+	if err != nil {
+		checks = append(checks, Check{Name: "daemon", Status: Fail, Detail: "read engine info: " + err.Error(), Fix: engine.StartHint})
+		return finish(checks)
+	}
+	checks = append(checks,
+		Check{Name: "daemon", Status: Pass, Detail: fmt.Sprintf("engine %s at %s", sys.ServerVersion, info.Host)},
+		Check{Name: "api_version", Status: Pass, Detail: fmt.Sprintf("%s (minimum %s, negotiated)", info.APIVersion, engine.MinAPIVersion)},
+		driverCheck(sys),
+		baseImageCheck(ctx, c, opts.Busybox),
+		poolsCheck(ctx, c, info),
+		diskCheck(sys, info),
+	)
+	checks = append(checks, opts.Extra...)
+	return finish(checks)
+}
+
+func finish(checks []Check) Report {
+	r := Report{OK: true, Checks: checks}
+	for _, c := range checks {
+		if c.Status == Fail {
+			r.OK = false
+		}
+	}
+	return r
+}
+
+func driverCheck(sys system.Info) Check {
+	st, ok := knownDrivers[sys.Driver]
+	switch {
+	case sys.Driver == "":
+		return Check{Name: "storage_driver", Status: Fail, Detail: "the engine reports no storage driver", Fix: "check the daemon's configuration and log"}
+	case !ok:
+		return Check{Name: "storage_driver", Status: Warn, Detail: sys.Driver + " is untested", Fix: "use overlay2 where the kernel supports it"}
+	case st == Warn:
+		return Check{Name: "storage_driver", Status: Warn, Detail: sys.Driver + " works but is slow or deprecated", Fix: "use overlay2 where the kernel supports it"}
+	}
+	return Check{Name: "storage_driver", Status: Pass, Detail: sys.Driver}
+}
+
+// Require checks what a task cannot start without (CONTRACT section 8): a daemon answering
+// within the ping timeout, API >= 1.41 and a storage driver. It returns an ErrPrerequisite.
+func Require(ctx context.Context, c client.APIClient, timeout time.Duration) (engine.Info, error) {
+	info, err := engine.Ping(ctx, c, timeout)
+	if err != nil {
+		return info, err
+	}
+	sys, err := c.Info(ctx)
+	if err != nil {
+		return info, errdefs.Wrap(errdefs.ErrPrerequisite, err, "read engine info")
+	}
+	if ch := driverCheck(sys); ch.Status == Fail {
+		return info, errdefs.New(errdefs.ErrPrerequisite, "check storage driver: "+strings.ToLower(ch.Detail))
+	}
+	return info, nil
+}

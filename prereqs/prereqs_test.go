@@ -1,0 +1,76 @@
+package prereqs
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/composebox/composebox/internal/testutil"
+)
+
+func TestDoctorPassesAgainstLiveDaemon(t *testing.T) {
+	testutil.BaseImage(t)
+	r := Doctor(t.Context(), Options{})
+	if !r.OK {
+		t.Fatalf("doctor failed against the live daemon: %+v", r.Checks)
+	}
+	names := map[string]Status{}
+	for _, c := range r.Checks {
+		names[c.Name] = c.Status
+	}
+	for _, want := range []string{"daemon", "api_version", "storage_driver", "base_image", "address_pools", "disk"} {
+		if _, ok := names[want]; !ok {
+			t.Errorf("no %s check in %+v", want, r.Checks)
+		}
+	}
+	if names["base_image"] != Pass {
+		t.Errorf("base_image is %s after building it", names["base_image"])
+	}
+}
+
+func TestDoctorFailsFastWithoutDaemon(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix:///nonexistent.sock")
+	start := time.Now()
+	r := Doctor(t.Context(), Options{})
+	if d := time.Since(start); d > 4*time.Second {
+		t.Errorf("doctor took %s without a daemon", d)
+	}
+	if r.OK || r.Checks[0].Name != "daemon" || r.Checks[0].Status != Fail {
+		t.Fatalf("want a failed daemon check first, got %+v", r.Checks)
+	}
+	if !strings.Contains(r.Checks[0].String(), "make docker") {
+		t.Errorf("daemon failure does not say how to start one: %s", r.Checks[0])
+	}
+}
+
+func TestRequireLiveDaemon(t *testing.T) {
+	c := testutil.Docker(t)
+	info, err := Require(t.Context(), c, 0)
+	if err != nil || info.APIVersion == "" {
+		t.Fatalf("Require = %+v, %v", info, err)
+	}
+}
+
+func TestFreeSlots(t *testing.T) {
+	p := func(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+	cases := []struct {
+		name      string
+		used      []netip.Prefix
+		wantFree  int
+		wantTotal int
+	}{
+		{"empty", nil, 31, 31},
+		{"docker0", []netip.Prefix{p("172.17.0.0/16")}, 30, 31},
+		{"small net inside a slot", []netip.Prefix{p("172.21.3.0/27")}, 30, 31},
+		{"two in one slot", []netip.Prefix{p("192.168.0.0/24"), p("192.168.1.0/24")}, 30, 31},
+		{"outside pools", []netip.Prefix{p("10.0.0.0/8")}, 31, 31},
+		{"a big net covering slots", []netip.Prefix{p("172.20.0.0/14")}, 27, 31},
+	}
+	for _, c := range cases {
+		free, total := FreeSlots(defaultPools, c.used)
+		if free != c.wantFree || total != c.wantTotal {
+			t.Errorf("%s: free %d/%d, want %d/%d", c.name, free, total, c.wantFree, c.wantTotal)
+		}
+	}
+}

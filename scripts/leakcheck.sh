@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Fails when composebox resources (label dev.composebox.managed) exist now that did not exist at
+# the snapshot: what a test run leaves behind is a leak. Samples a user left running on purpose
+# before the run are in the snapshot and so are not reported.
+set -euo pipefail
+state=${LEAKCHECK_STATE:-/tmp/composebox-leakcheck.$(id -u)}
+list() {
+  { docker ps -aq --no-trunc --filter label=dev.composebox.managed | sed 's/^/container /'
+    docker network ls -q --no-trunc --filter label=dev.composebox.managed | sed 's/^/network /'
+    docker volume ls -q --filter label=dev.composebox.managed | sed 's/^/volume /'
+  } | sort
+}
+case ${1:-check} in
+snapshot) list >"$state" ;;
+check)
+  [ -f "$state" ] || : >"$state"
+  leaked=$(comm -13 "$state" <(list))
+  if [ -n "$leaked" ]; then
+    echo "leakcheck: the tests left composebox resources behind:" >&2
+    while read -r kind id; do
+      case $kind in
+      container) docker ps -a --no-trunc --filter "id=$id" --format '  container {{.Names}} ({{.Status}}) {{.Labels}}' >&2 ;;
+      *) echo "  $kind $id" >&2 ;;
+      esac
+    done <<<"$leaked"
+    exit 1
+  fi
+  echo "leakcheck: no composebox container, network or volume left behind"
+  ;;
+*) echo "usage: $0 snapshot|check" >&2; exit 2 ;;
+esac
