@@ -19,6 +19,8 @@ import (
 	"github.com/docker/compose/v2/pkg/progress"
 	"github.com/docker/docker/client"
 	"github.com/sirupsen/logrus"
+
+	"github.com/composebox/composebox/internal/images"
 )
 
 // Engine is one embedded compose service bound to one Engine API client. It is safe for
@@ -27,6 +29,7 @@ type Engine struct {
 	api     client.APIClient
 	cli     *command.DockerCli
 	compose api.Compose
+	images  *images.Builder
 	log     *slog.Logger
 	// out collects what compose writes to its own streams (it should write nothing: progress
 	// is quiet), so that nothing reaches the process's stdout or stderr.
@@ -55,7 +58,7 @@ func setGlobals() {
 // process).
 func New(c client.APIClient, opts ...Option) (*Engine, error) {
 	setGlobals()
-	e := &Engine{api: c, log: slog.New(slog.DiscardHandler)}
+	e := &Engine{api: c, images: images.NewBuilder(c), log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		o(e)
 	}
@@ -84,6 +87,9 @@ func New(c client.APIClient, opts ...Option) (*Engine, error) {
 
 // Client is the Engine API client the engine uses.
 func (e *Engine) Client() client.APIClient { return e.api }
+
+// Images is the engine's image builder: one build per tag across everything using this engine.
+func (e *Engine) Images() *images.Builder { return e.images }
 
 // Close releases the engine. The client passed to New stays open.
 func (e *Engine) Close() error { return nil }

@@ -53,6 +53,8 @@ func newRootCmd(g *globals) *cobra.Command {
 	root.AddCommand(
 		newVersionCmd(g),
 		newDoctorCmd(g),
+		newUpCmd(g),
+		newDownCmd(g),
 	)
 	for _, c := range root.Commands() {
 		wrapArgs(c)

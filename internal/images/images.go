@@ -14,6 +14,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -92,8 +93,7 @@ type Builder struct {
 	client client.APIClient
 	group  singleflight.Group
 	builds atomic.Int64
-	// BuildTimeout bounds one build, which runs detached from any single caller's context so
-	// that the callers sharing it are not failed by the first one's cancellation.
+	// buildTimeout bounds one build: builds run detached from their callers' contexts.
 	buildTimeout time.Duration
 }
 
@@ -109,15 +109,34 @@ func (b *Builder) Builds() int64 { return b.builds.Load() }
 // call's group ran a build.
 func (b *Builder) Ensure(ctx context.Context, spec Spec) (ref string, built bool, err error) {
 	ref = spec.Tag()
-	ch := b.group.DoChan(ref, func() (any, error) {
+	built, err = b.EnsureTag(ctx, ref, func(ctx context.Context) error {
+		tarball, err := spec.Context()
+		if err != nil {
+			return err
+		}
+		return Stream(ctx, b.client, bytes.NewReader(tarball), build.ImageBuildOptions{
+			Tags:       []string{ref},
+			Labels:     spec.Labels,
+			Dockerfile: "Dockerfile",
+		})
+	})
+	return ref, built, err
+}
+
+// EnsureTag makes sure an image tagged tag exists, calling build when it does not. Concurrent
+// calls for one tag share a single build, which runs detached from any one caller's context so
+// that the others are not failed by the first caller's cancellation. built reports whether a
+// build ran.
+func (b *Builder) EnsureTag(ctx context.Context, tag string, build func(context.Context) error) (built bool, err error) {
+	ch := b.group.DoChan(tag, func() (any, error) {
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.buildTimeout)
 		defer cancel()
-		if _, err := b.client.ImageInspect(bctx, ref); err == nil {
+		if _, err := b.client.ImageInspect(bctx, tag); err == nil {
 			return false, nil
 		} else if !errdefs.IsNotFound(err) {
-			return false, fmt.Errorf("inspect image %s: %w", ref, err)
+			return false, fmt.Errorf("inspect image %s: %w", tag, err)
 		}
-		if err := b.build(bctx, spec, ref); err != nil {
+		if err := build(bctx); err != nil {
 			return false, err
 		}
 		b.builds.Add(1)
@@ -125,28 +144,23 @@ func (b *Builder) Ensure(ctx context.Context, spec Spec) (ref string, built bool
 	})
 	select {
 	case <-ctx.Done():
-		return ref, false, fmt.Errorf("build image %s: %w", ref, ctx.Err())
+		return false, fmt.Errorf("build image %s: %w", tag, ctx.Err())
 	case r := <-ch:
 		if r.Err != nil {
-			return ref, false, r.Err
+			return false, r.Err
 		}
-		return ref, r.Val.(bool), nil
+		return r.Val.(bool), nil
 	}
 }
 
-func (b *Builder) build(ctx context.Context, spec Spec, ref string) error {
-	tarball, err := spec.Context()
-	if err != nil {
-		return err
-	}
-	resp, err := b.client.ImageBuild(ctx, bytes.NewReader(tarball), build.ImageBuildOptions{
-		Tags:        []string{ref},
-		Labels:      spec.Labels,
-		Dockerfile:  "Dockerfile",
-		Remove:      true,
-		ForceRemove: true,
-		Version:     build.BuilderV1,
-	})
+// Stream sends a build context to the engine's classic builder and waits for the build to
+// finish. Intermediate containers are always removed. A failing step is reported with the tail
+// of the build log.
+func Stream(ctx context.Context, c client.APIClient, body io.Reader, opts build.ImageBuildOptions) error {
+	opts.Version = build.BuilderV1
+	opts.Remove, opts.ForceRemove = true, true
+	ref := strings.Join(opts.Tags, ", ")
+	resp, err := c.ImageBuild(ctx, body, opts)
 	if err != nil {
 		return fmt.Errorf("build image %s: %w", ref, err)
 	}

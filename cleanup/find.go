@@ -1,0 +1,52 @@
+package cleanup
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
+)
+
+// ProjectsOf names every composebox project of task owned by owner, from its containers,
+// networks and volumes, so that a project with only a leftover network is found too.
+func ProjectsOf(ctx context.Context, c client.APIClient, task, owner string) ([]string, error) {
+	f := filters.NewArgs(
+		filters.Arg("label", ManagedFilter),
+		filters.Arg("label", LabelTask+"="+task),
+		filters.Arg("label", LabelOwner+"="+owner),
+	)
+	seen := map[string]bool{}
+	ctrs, err := c.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("find projects of task %s: %w", task, err)
+	}
+	for _, x := range ctrs {
+		seen[x.Labels[ProjectLabel]] = true
+	}
+	nets, err := c.NetworkList(ctx, network.ListOptions{Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("find projects of task %s: %w", task, err)
+	}
+	for _, x := range nets {
+		seen[x.Labels[ProjectLabel]] = true
+	}
+	vols, err := c.VolumeList(ctx, volume.ListOptions{Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("find projects of task %s: %w", task, err)
+	}
+	for _, x := range vols.Volumes {
+		seen[x.Labels[ProjectLabel]] = true
+	}
+	delete(seen, "")
+	out := make([]string, 0, len(seen))
+	for p := range seen {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out, nil
+}

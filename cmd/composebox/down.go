@@ -1,0 +1,56 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/internal/engine"
+)
+
+func newDownCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "down PROJECT...",
+		Short: "Remove samples' containers, networks and volumes",
+		Long: `Removes each PROJECT's containers (1 s stop grace), networks and volumes, found by their
+labels alone, so it works from any process. A project that does not exist is not an error.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDown(cmd, g, args)
+		},
+	}
+}
+
+type downResult struct {
+	Project string `json:"project"`
+	cleanup.Removed
+}
+
+func runDown(cmd *cobra.Command, g *globals, projects []string) error {
+	ctx := cmd.Context()
+	c, _, err := engine.Connect(ctx, 0)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var results []downResult
+	var firstErr error
+	for _, p := range projects {
+		removed, err := cleanup.RemoveProject(ctx, c, p, cleanup.RemoveOptions{})
+		results = append(results, downResult{Project: p, Removed: removed})
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	if g.JSON {
+		if err := g.printJSON(results); err != nil {
+			return err
+		}
+	} else {
+		for _, r := range results {
+			fmt.Fprintf(g.stderr, "removed %s: %d containers, %d networks, %d volumes\n", r.Project, r.Containers, r.Networks, r.Volumes)
+		}
+	}
+	return firstErr
+}

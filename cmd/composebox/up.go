@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/moby/term"
+	"github.com/spf13/cobra"
+
+	"github.com/composebox/composebox/orchestrator"
+)
+
+type upOptions struct {
+	Task    string
+	Timeout time.Duration
+}
+
+func newUpCmd(g *globals) *cobra.Command {
+	var opts upOptions
+	cmd := &cobra.Command{
+		Use:   "up [PATH]",
+		Short: "Start one sample of a task and leave it running",
+		Long: `Resolves PATH (a compose file, a directory, a Dockerfile, or nothing for the default image),
+builds what it needs, starts one sample and waits until every service is ready. The sample is left
+running; remove it with 'composebox down PROJECT'. Prints the project name (with --json, its services).`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := ""
+			if len(args) == 1 {
+				path = args[0]
+			}
+			return runUp(cmd, g, path, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Task, "task", "", "task name (default: the directory's name)")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 0, "readiness budget (default: derived from the healthchecks)")
+	return cmd
+}
+
+// upResult is the JSON shape of `up` (CONTRACT section 9).
+type upResult struct {
+	Project  string          `json:"project"`
+	Services []upServiceJSON `json:"services"`
+}
+
+type upServiceJSON struct {
+	Name       string `json:"name"`
+	Container  string `json:"container"`
+	Default    bool   `json:"default"`
+	WorkingDir string `json:"working_dir"`
+}
+
+func runUp(cmd *cobra.Command, g *globals, path string, opts upOptions) error {
+	ctx := cmd.Context()
+	o, err := orchestrator.New(orchestrator.WithLogger(g.log), orchestrator.WithObserver(g.progress()))
+	if err != nil {
+		return err
+	}
+	defer o.Close()
+	task, err := o.TaskInit(ctx, orchestrator.TaskSpec{Name: opts.Task, Path: path, ReadyTimeout: opts.Timeout})
+	if err != nil {
+		return err
+	}
+	sample, err := task.SampleInit(ctx, orchestrator.SampleSpec{})
+	if err != nil {
+		return err
+	}
+	res := upResult{Project: sample.Project()}
+	for _, sb := range sample.Sandboxes() {
+		res.Services = append(res.Services, upServiceJSON{Name: sb.Service(), Container: sb.ContainerName(), Default: sb.IsDefault(), WorkingDir: sb.WorkingDir()})
+	}
+	if g.JSON {
+		return g.printJSON(res)
+	}
+	_, err = fmt.Fprintln(g.stdout, res.Project)
+	return err
+}
+
+// progress renders lifecycle events on stderr when it is a terminal, and nothing otherwise.
+func (g *globals) progress() orchestrator.Observer {
+	f, ok := g.stderr.(*os.File)
+	if !ok || !term.IsTerminal(f.Fd()) {
+		return func(orchestrator.Event) {}
+	}
+	return progressPrinter(g.stderr)
+}
+
+func progressPrinter(w io.Writer) orchestrator.Observer {
+	return func(e orchestrator.Event) {
+		subject := e.Project
+		if subject == "" {
+			subject = "task " + e.Task
+		}
+		if e.Service != "" {
+			subject += " " + e.Service
+		}
+		line := fmt.Sprintf("%s %s (%s)", subject, e.Kind, e.Duration.Round(time.Millisecond))
+		if e.Err != nil {
+			line += ": failed"
+		}
+		fmt.Fprintln(w, line)
+	}
+}

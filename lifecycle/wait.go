@@ -1,0 +1,294 @@
+package lifecycle
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/internal/errdefs"
+)
+
+// Docker's healthcheck defaults, used where a healthcheck leaves a field unset.
+const (
+	defaultHealthInterval = 30 * time.Second
+	defaultHealthTimeout  = 30 * time.Second
+	defaultHealthRetries  = 3
+	// minBudget bounds the wait for services that only have to be running.
+	minBudget = 30 * time.Second
+	// DefaultPollInterval is the readiness poll: well under compose's 500 ms, and cheap, since
+	// only containers not yet ready are inspected.
+	DefaultPollInterval = 50 * time.Millisecond
+	logTailLines        = 50
+)
+
+// WaitOptions configures Wait. The zero value derives the budget from the healthchecks.
+type WaitOptions struct {
+	// Timeout overrides the budget derived by Budget.
+	Timeout time.Duration
+	// Interval between polls; default DefaultPollInterval.
+	Interval time.Duration
+}
+
+// ServiceState is one service container's state as Wait last saw it.
+type ServiceState struct {
+	Service     string `json:"service"`
+	ContainerID string `json:"container_id"`
+	Container   string `json:"container"`
+	State       string `json:"state"`            // created, running, exited, dead, missing...
+	Health      string `json:"health,omitempty"` // starting, healthy, unhealthy; empty without a healthcheck
+	ExitCode    int    `json:"exit_code"`
+	OOMKilled   bool   `json:"oom_killed,omitempty"`
+	Ready       bool   `json:"ready"`
+	// HealthOutput is the last healthcheck probe's output.
+	HealthOutput string `json:"health_output,omitempty"`
+	// Logs are the container's last log lines (filled for services that failed).
+	Logs string `json:"logs,omitempty"`
+	// seenRunning: a service without a healthcheck counts as ready only when a second poll
+	// still finds it running, so that one crashing on start fails the wait instead of passing.
+	seenRunning bool
+	// WorkingDir is the container's working directory ("/" when the image sets none).
+	WorkingDir string `json:"working_dir"`
+	// User is the container's configured user ("" = root).
+	User string `json:"user,omitempty"`
+}
+
+// NotReadyError reports a project that did not become ready: every service not ready, with
+// its state, exit code, OOM flag, last probe output and log tail. It matches ErrUnavailable,
+// and ErrTimeout as well when the budget ran out.
+type NotReadyError struct {
+	Project  string
+	Reason   string // "unhealthy", "exited", "timeout", "missing"
+	Waited   time.Duration
+	Budget   time.Duration
+	Services []ServiceState
+}
+
+func (e *NotReadyError) Error() string {
+	var b strings.Builder
+	switch e.Reason {
+	case "timeout":
+		fmt.Fprintf(&b, "wait for project %s: not ready after %s (budget %s)", e.Project, e.Waited.Round(time.Millisecond), e.Budget)
+	default:
+		fmt.Fprintf(&b, "wait for project %s: a service is %s after %s", e.Project, e.Reason, e.Waited.Round(time.Millisecond))
+	}
+	for _, s := range e.Services {
+		fmt.Fprintf(&b, "\n  service %s (%s): state %s", s.Service, s.Container, s.State)
+		if s.Health != "" {
+			fmt.Fprintf(&b, ", health %s", s.Health)
+		}
+		if s.State == "exited" || s.State == "dead" {
+			fmt.Fprintf(&b, ", exit code %d", s.ExitCode)
+		}
+		if s.OOMKilled {
+			b.WriteString(", OOM-killed")
+		}
+		if s.HealthOutput != "" {
+			fmt.Fprintf(&b, "\n    last health probe: %s", indent(strings.TrimSpace(s.HealthOutput)))
+		}
+		if s.Logs != "" {
+			fmt.Fprintf(&b, "\n    last logs:\n      %s", indent(strings.TrimRight(s.Logs, "\n")))
+		}
+	}
+	return b.String()
+}
+
+func indent(s string) string { return strings.ReplaceAll(s, "\n", "\n      ") }
+
+func (e *NotReadyError) Is(target error) bool {
+	return target == errdefs.ErrUnavailable || (target == errdefs.ErrTimeout && e.Reason == "timeout")
+}
+
+// Budget is how long a container may take to become ready, from its healthcheck:
+// start_period + retries × (interval + timeout), with Docker's defaults for unset fields
+// (CONTRACT section 3). A container without a healthcheck gets minBudget.
+func Budget(hc *container.HealthConfig) time.Duration {
+	if hc == nil || len(hc.Test) == 0 || hc.Test[0] == "NONE" {
+		return minBudget
+	}
+	interval, timeout, retries := hc.Interval, hc.Timeout, hc.Retries
+	if interval <= 0 {
+		interval = defaultHealthInterval
+	}
+	if timeout <= 0 {
+		timeout = defaultHealthTimeout
+	}
+	if retries <= 0 {
+		retries = defaultHealthRetries
+	}
+	return max(minBudget, hc.StartPeriod+time.Duration(retries)*(interval+timeout))
+}
+
+// Wait polls every service container of p until each is running (and healthy where it has a
+// healthcheck) or has exited 0, the budget runs out, or one fails. An unhealthy service, or one
+// that exited non-zero, fails the wait at once. It returns every service's state, default
+// order of p's services.
+func (e *Engine) Wait(ctx context.Context, p *types.Project, opts WaitOptions) ([]ServiceState, error) {
+	start := time.Now()
+	interval := opts.Interval
+	if interval <= 0 {
+		interval = DefaultPollInterval
+	}
+	ctrs, err := e.api.ContainerList(ctx, container.ListOptions{All: true, Filters: cleanup.ProjectFilter(p.Name)})
+	if err != nil {
+		return nil, fmt.Errorf("wait for project %s: list containers: %w", p.Name, err)
+	}
+	byService := map[string]string{}
+	for _, c := range ctrs {
+		byService[c.Labels[serviceLabel]] = c.ID
+	}
+	names := slices.Sorted(func(yield func(string) bool) {
+		for name, s := range p.Services {
+			if s.GetScale() > 0 && !yield(name) {
+				return
+			}
+		}
+	})
+	states := make([]ServiceState, len(names))
+	budget := opts.Timeout
+	derive := budget <= 0
+	for i, name := range names {
+		states[i] = ServiceState{Service: name, ContainerID: byService[name], State: "missing"}
+	}
+	for i := range states {
+		if states[i].ContainerID == "" {
+			return states, e.notReady(ctx, p.Name, "missing", start, budget, states)
+		}
+	}
+
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var deadline time.Time
+	stopped := func() error {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return e.notReady(ctx, p.Name, "timeout", start, budget, states)
+		}
+		return fmt.Errorf("wait for project %s: %w", p.Name, ctx.Err())
+	}
+	for first := true; ; first = false {
+		select {
+		case <-ctx.Done():
+			return states, stopped()
+		case <-timer.C:
+		}
+		pending := 0
+		for i := range states {
+			s := &states[i]
+			if s.Ready {
+				continue
+			}
+			info, err := e.api.ContainerInspect(ctx, s.ContainerID)
+			if err != nil {
+				if ctx.Err() != nil {
+					return states, stopped()
+				}
+				return states, fmt.Errorf("wait for project %s: inspect %s: %w", p.Name, s.Service, err)
+			}
+			if first {
+				s.Container = strings.TrimPrefix(info.Name, "/")
+				s.WorkingDir, s.User = info.Config.WorkingDir, info.Config.User
+				if s.WorkingDir == "" {
+					s.WorkingDir = "/"
+				}
+				if derive {
+					budget = max(budget, Budget(info.Config.Healthcheck))
+				}
+			}
+			observe(s, info)
+			switch {
+			case s.Ready:
+			case s.Health == "unhealthy":
+				return states, e.notReady(ctx, p.Name, "unhealthy", start, budget, states)
+			case (s.State == "exited" && s.ExitCode != 0) || s.State == "dead":
+				return states, e.notReady(ctx, p.Name, "exited", start, budget, states)
+			default:
+				pending++
+			}
+		}
+		if first {
+			deadline = start.Add(budget)
+		}
+		if pending == 0 {
+			return states, nil
+		}
+		if time.Now().After(deadline) {
+			return states, e.notReady(ctx, p.Name, "timeout", start, budget, states)
+		}
+		timer.Reset(interval)
+	}
+}
+
+const serviceLabel = "com.docker.compose.service"
+
+func observe(s *ServiceState, info container.InspectResponse) {
+	st := info.State
+	if st == nil {
+		return
+	}
+	s.State, s.ExitCode, s.OOMKilled = st.Status, st.ExitCode, st.OOMKilled
+	s.Health = ""
+	if st.Health != nil {
+		s.Health = st.Health.Status
+		if n := len(st.Health.Log); n > 0 {
+			s.HealthOutput = st.Health.Log[n-1].Output
+		}
+	}
+	switch {
+	case st.Status == "running" && !st.Restarting:
+		if s.Health == "" {
+			s.Ready = s.seenRunning
+			s.seenRunning = true
+		} else {
+			s.Ready = s.Health == "healthy"
+		}
+	case st.Status == "exited" && st.ExitCode == 0:
+		s.Ready = true // a one-shot init container that finished its job
+	}
+}
+
+// notReady builds the failure report, reading every not-ready service's log tail on a
+// detached context so that a cancelled caller still gets diagnostics.
+func (e *Engine) notReady(ctx context.Context, project, reason string, start time.Time, budget time.Duration, states []ServiceState) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err := &NotReadyError{Project: project, Reason: reason, Waited: time.Since(start), Budget: budget}
+	for _, s := range states {
+		if s.Ready {
+			continue
+		}
+		if s.ContainerID != "" {
+			if info, ierr := e.api.ContainerInspect(dctx, s.ContainerID); ierr == nil {
+				observe(&s, info)
+				s.Container = strings.TrimPrefix(info.Name, "/")
+			}
+			if s.State == "running" && s.Health == "" {
+				continue // running without a healthcheck: fine, merely not confirmed yet
+			}
+			s.Logs = e.logTail(dctx, s.ContainerID, logTailLines)
+		}
+		err.Services = append(err.Services, s)
+	}
+	return err
+}
+
+func (e *Engine) logTail(ctx context.Context, id string, lines int) string {
+	rc, err := e.api.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: fmt.Sprint(lines)})
+	if err != nil {
+		return "(logs unavailable: " + err.Error() + ")"
+	}
+	defer rc.Close()
+	// One buffer for both streams keeps their interleaving.
+	var buf bytes.Buffer
+	if _, err := stdcopy.StdCopy(&buf, &buf, rc); err != nil {
+		return buf.String() + "(logs cut short: " + err.Error() + ")"
+	}
+	return buf.String()
+}

@@ -1,0 +1,100 @@
+package orchestrator_test
+
+import (
+	"context"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
+
+	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/internal/testutil"
+	"github.com/composebox/composebox/orchestrator"
+)
+
+// project is the path of a testdata project.
+func project(name string) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "testdata", "projects", name)
+}
+
+// recorder collects events.
+type recorder struct {
+	mu     sync.Mutex
+	events []orchestrator.Event
+}
+
+func (r *recorder) observe(e orchestrator.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+func (r *recorder) count(kind orchestrator.EventKind) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.events {
+		if e.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// newOrchestrator returns an orchestrator whose state lives in the test's temp dir, closed at
+// the end of the test.
+func newOrchestrator(t *testing.T, opts ...orchestrator.Option) (*orchestrator.Orchestrator, *recorder) {
+	t.Helper()
+	testutil.Docker(t)
+	rec := &recorder{}
+	opts = append([]orchestrator.Option{orchestrator.WithStateDir(t.TempDir()), orchestrator.WithObserver(rec.observe)}, opts...)
+	o, err := orchestrator.New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = o.Close() })
+	return o, rec
+}
+
+// taskInit starts a task whose samples are all removed at the end of the test.
+func taskInit(t *testing.T, o *orchestrator.Orchestrator, spec orchestrator.TaskSpec) *orchestrator.Task {
+	t.Helper()
+	task, err := o.TaskInit(t.Context(), spec)
+	if err != nil {
+		t.Fatalf("task init: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := task.Cleanup(context.Background()); err != nil {
+			t.Errorf("task cleanup: %v", err)
+		}
+	})
+	return task
+}
+
+// resourcesOf counts the containers, networks and volumes carrying a label.
+func resourcesOf(t *testing.T, c client.APIClient, label string) int {
+	t.Helper()
+	f := filters.NewArgs(filters.Arg("label", label))
+	ctrs, err := c.ContainerList(t.Context(), container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nets, err := c.NetworkList(t.Context(), network.ListOptions{Filters: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vols, err := c.VolumeList(t.Context(), volume.ListOptions{Filters: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ctrs) + len(nets) + len(vols.Volumes)
+}
+
+func projectLabel(p string) string { return cleanup.ProjectLabel + "=" + p }

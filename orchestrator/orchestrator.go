@@ -1,0 +1,192 @@
+// Package orchestrator is composebox's public API. TaskInit resolves, polices and builds a
+// task's compose project once; SampleInit gives every sample its own live, isolated copy of it,
+// with one Sandbox per service (the default one first); Sample.Cleanup and Task.Cleanup tear
+// them down without leaving a container, network or volume behind.
+//
+// The library is silent: it logs to the *slog.Logger given with WithLogger (default: discard)
+// and reports progress as Events to the observer given with WithObserver.
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/compose"
+	"github.com/composebox/composebox/internal/engine"
+	"github.com/composebox/composebox/lifecycle"
+	"github.com/composebox/composebox/prereqs"
+)
+
+// Orchestrator runs tasks and their samples against one Docker Engine. It is safe for
+// concurrent use. Close releases its client.
+type Orchestrator struct {
+	cfg    config
+	client client.APIClient
+	engine *lifecycle.Engine
+	owner  string
+	// sampleSlots bounds concurrent SampleInits.
+	sampleSlots chan struct{}
+
+	prereqMu   sync.Mutex
+	prereqInfo *engine.Info
+}
+
+type config struct {
+	log          *slog.Logger
+	observer     Observer
+	stateDir     string
+	policy       compose.Policy
+	defaultImage string
+	maxStarts    int
+	client       client.APIClient
+	pingTimeout  time.Duration
+}
+
+// Option configures an Orchestrator.
+type Option func(*config) error
+
+// WithLogger sends diagnostics to l. The default discards them.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error { c.log = l; return nil }
+}
+
+// WithObserver receives every lifecycle Event. It is called synchronously from the goroutine
+// doing the work, so it must be quick.
+func WithObserver(o Observer) Option {
+	return func(c *config) error { c.observer = o; return nil }
+}
+
+// WithStateDir sets where composebox keeps its state cache (default: $XDG_DATA_HOME/composebox,
+// else ~/.local/share/composebox). The engine's labels stay the source of truth.
+func WithStateDir(dir string) Option {
+	return func(c *config) error {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return fmt.Errorf("state dir %s: %w", dir, err)
+		}
+		c.stateDir = abs
+		return nil
+	}
+}
+
+// WithPolicy sets the security policy every task's project must pass (default:
+// compose.DefaultPolicy()).
+func WithPolicy(p compose.Policy) Option {
+	return func(c *config) error { c.policy = p; return nil }
+}
+
+// WithDefaultImage sets the image of tasks that give no config at all (default: the base image
+// composebox builds itself).
+func WithDefaultImage(ref string) Option {
+	return func(c *config) error { c.defaultImage = ref; return nil }
+}
+
+// WithMaxConcurrentSamples bounds how many SampleInits run at once (default: 2 × CPUs).
+func WithMaxConcurrentSamples(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("max concurrent samples %d: must be at least 1", n)
+		}
+		c.maxStarts = n
+		return nil
+	}
+}
+
+// WithClient uses c instead of a client resolved from the environment. The orchestrator does
+// not close a client it was given.
+func WithClient(c client.APIClient) Option {
+	return func(cfg *config) error { cfg.client = c; return nil }
+}
+
+// New returns an Orchestrator. It does not contact the engine: TaskInit checks the
+// prerequisites once, on first use.
+func New(opts ...Option) (*Orchestrator, error) {
+	cfg := config{
+		log:       slog.New(slog.DiscardHandler),
+		observer:  func(Event) {},
+		policy:    compose.DefaultPolicy(),
+		maxStarts: 2 * runtime.NumCPU(),
+	}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, fmt.Errorf("new orchestrator: %w", err)
+		}
+	}
+	if cfg.stateDir == "" {
+		cfg.stateDir = defaultStateDir()
+	}
+	o := &Orchestrator{cfg: cfg, owner: cleanup.SelfOwner(), sampleSlots: make(chan struct{}, cfg.maxStarts)}
+	o.client = cfg.client
+	if o.client == nil {
+		c, err := engine.NewClient()
+		if err != nil {
+			return nil, fmt.Errorf("new orchestrator: %w", err)
+		}
+		o.client = c
+	}
+	e, err := lifecycle.New(o.client, lifecycle.WithLogger(cfg.log))
+	if err != nil {
+		o.closeClient()
+		return nil, fmt.Errorf("new orchestrator: %w", err)
+	}
+	o.engine = e
+	return o, nil
+}
+
+func defaultStateDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "composebox")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "share", "composebox")
+	}
+	return filepath.Join(os.TempDir(), "composebox")
+}
+
+// Client is the Engine API client the orchestrator uses.
+func (o *Orchestrator) Client() client.APIClient { return o.client }
+
+// Close releases the orchestrator's client (unless it was given with WithClient). It does not
+// remove any sample: call Cleanup on tasks and samples first.
+func (o *Orchestrator) Close() error {
+	err := o.engine.Close()
+	o.closeClient()
+	return err
+}
+
+func (o *Orchestrator) closeClient() {
+	if o.cfg.client == nil && o.client != nil {
+		_ = o.client.Close()
+	}
+}
+
+// prerequisites checks the engine once per orchestrator; a failure is retried next time.
+func (o *Orchestrator) prerequisites(ctx context.Context) (engine.Info, error) {
+	o.prereqMu.Lock()
+	defer o.prereqMu.Unlock()
+	if o.prereqInfo != nil {
+		return *o.prereqInfo, nil
+	}
+	info, err := prereqs.Require(ctx, o.client, o.cfg.pingTimeout)
+	if err != nil {
+		return info, err
+	}
+	o.prereqInfo = &info
+	return info, nil
+}
+
+func (o *Orchestrator) emit(e Event) {
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	o.cfg.observer(e)
+}

@@ -1,0 +1,190 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/composebox/composebox/compose"
+	cbxerr "github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/lifecycle"
+)
+
+// SampleSpec configures one sample. The zero value is a sample with a random id.
+type SampleSpec struct {
+	// ID identifies the sample in labels (dev.composebox.sample). Default: the random short id
+	// that also makes the project name unique.
+	ID string
+	// Metadata is interpolated as SAMPLE_METADATA_<KEY>, for the keys the files reference.
+	Metadata map[string]string
+	// ReadyTimeout overrides the readiness budget (default: the task's, else derived from the
+	// healthchecks).
+	ReadyTimeout time.Duration
+	// KeepOnFailure leaves a sample that failed to become ready in place, for debugging; it is
+	// still registered, so Task.Cleanup removes it.
+	KeepOnFailure bool
+}
+
+// Sample is one live copy of a task's project. It is safe for concurrent use.
+type Sample struct {
+	task      *Task
+	id        string
+	project   string
+	sandboxes []*Sandbox
+	created   time.Time
+
+	cleanupOnce sync.Once
+	cleanupErr  error
+}
+
+// ID is the sample's id; Project its compose project name (cbx-<task>-<shortid>).
+func (s *Sample) ID() string      { return s.id }
+func (s *Sample) Project() string { return s.project }
+
+// Sandboxes are the sample's running services, the default one first, then by name.
+func (s *Sample) Sandboxes() []*Sandbox { return append([]*Sandbox(nil), s.sandboxes...) }
+
+// Default is the default service's sandbox.
+func (s *Sample) Default() *Sandbox { return s.sandboxes[0] }
+
+// Sandbox returns the named service's sandbox; an unknown service is ErrNotFound.
+func (s *Sample) Sandbox(service string) (*Sandbox, error) {
+	for _, sb := range s.sandboxes {
+		if sb.service == service {
+			return sb, nil
+		}
+	}
+	names := make([]string, len(s.sandboxes))
+	for i, sb := range s.sandboxes {
+		names[i] = sb.service
+	}
+	return nil, cbxerr.New(cbxerr.ErrNotFound, fmt.Sprintf("sandbox %s in %s: no such running service (services: %v)", service, s.project, names))
+}
+
+// SampleInit starts a new copy of the task's project and waits until every service is running
+// and, where it has a healthcheck, healthy (a service that exits 0 counts as done). The project
+// is registered for cleanup before it starts, so Task.Cleanup removes it even if SampleInit is
+// interrupted. On failure the project is torn down (unless KeepOnFailure) and the error names
+// every service that was not ready, with its state, exit code, health output and log tail.
+func (t *Task) SampleInit(ctx context.Context, spec SampleSpec) (*Sample, error) {
+	start := time.Now()
+	select {
+	case t.o.sampleSlots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("sample init %s: %w", t.name, ctx.Err())
+	}
+	defer func() { <-t.o.sampleSlots }()
+
+	short := compose.NewSampleID()
+	id := spec.ID
+	if id == "" {
+		id = short
+	}
+	s := &Sample{task: t, id: id, project: compose.ProjectName(t.name, short), created: start}
+	p, err := t.sampleProject(ctx, s, spec)
+	if err != nil {
+		return nil, fmt.Errorf("sample init %s: %w", s.project, err)
+	}
+	if err := t.register(s); err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Sample, error) {
+		err = fmt.Errorf("sample init %s: %w", s.project, err)
+		t.o.emit(Event{Kind: EventSampleFailed, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start), Err: err})
+		if !spec.KeepOnFailure {
+			if cerr := s.Cleanup(ctx); cerr != nil {
+				t.o.cfg.log.Warn("teardown of failed sample", "project", s.project, "err", cerr)
+			}
+		}
+		return nil, err
+	}
+	if err := t.o.engine.Up(ctx, p, lifecycle.UpOptions{}); err != nil {
+		return fail(err)
+	}
+	t.o.emit(Event{Kind: EventSampleStarted, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start)})
+	timeout := spec.ReadyTimeout
+	if timeout == 0 {
+		timeout = t.spec.ReadyTimeout
+	}
+	states, err := t.o.engine.Wait(ctx, p, lifecycle.WaitOptions{Timeout: timeout})
+	if err != nil {
+		return fail(err)
+	}
+	order, err := compose.ServiceOrder(p)
+	if err != nil {
+		return fail(err)
+	}
+	byName := map[string]lifecycle.ServiceState{}
+	for _, st := range states {
+		byName[st.Service] = st
+	}
+	for _, name := range order {
+		st, ok := byName[name]
+		if !ok || st.State != "running" {
+			continue // a one-shot service that finished: nothing to exec into
+		}
+		s.sandboxes = append(s.sandboxes, t.o.newSandbox(s, st, name == t.defaultService))
+	}
+	if len(s.sandboxes) == 0 || !s.sandboxes[0].isDefault {
+		return fail(cbxerr.New(cbxerr.ErrUnavailable, fmt.Sprintf("default service %s is not running", t.defaultService)))
+	}
+	t.o.emit(Event{Kind: EventSampleHealthy, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start)})
+	return s, nil
+}
+
+// sampleProject is the task's project normalised for this sample, reloaded with the sample's
+// metadata when it has any.
+func (t *Task) sampleProject(ctx context.Context, s *Sample, spec SampleSpec) (*types.Project, error) {
+	p := t.project
+	if len(spec.Metadata) > 0 {
+		var err error
+		p, err = compose.Load(ctx, t.resolution, compose.LoadOptions{Environment: t.spec.Environment, Profiles: t.spec.Profiles, Metadata: spec.Metadata})
+		if err != nil {
+			return nil, err
+		}
+		if err := t.o.cfg.policy.Check(p); err != nil {
+			return nil, err
+		}
+	}
+	return compose.Normalize(p, compose.NormalizeOptions{
+		Name:       s.project,
+		Task:       t.name,
+		Sample:     s.id,
+		Owner:      t.o.owner,
+		Created:    s.created,
+		APIVersion: t.apiVersion,
+		Images:     t.images,
+	})
+}
+
+func (t *Task) register(s *Sample) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return cbxerr.New(cbxerr.ErrUnavailable, fmt.Sprintf("sample init %s: task %s is cleaned up", s.project, t.name))
+	}
+	t.samples[s.project] = s
+	return nil
+}
+
+// Cleanup removes the sample's containers, networks and volumes. It is idempotent, and runs
+// on a detached context with its own deadline, so it works after ctx is cancelled.
+func (s *Sample) Cleanup(ctx context.Context) error {
+	s.cleanupOnce.Do(func() {
+		start := time.Now()
+		dctx, cancel := teardownContext(ctx)
+		defer cancel()
+		_, err := s.task.o.engine.Down(dctx, s.project, lifecycle.DownOptions{})
+		if err != nil {
+			s.cleanupErr = fmt.Errorf("sample cleanup %s: %w", s.project, err)
+		}
+		s.task.mu.Lock()
+		delete(s.task.samples, s.project)
+		s.task.mu.Unlock()
+		s.task.o.emit(Event{Kind: EventSampleRemoved, Task: s.task.name, Sample: s.id, Project: s.project, Duration: time.Since(start), Err: s.cleanupErr})
+	})
+	return s.cleanupErr
+}
