@@ -49,6 +49,11 @@ type config struct {
 	maxStarts    int
 	client       client.APIClient
 	pingTimeout  time.Duration
+	// reaper starts a watchdog process that removes this process's samples if it dies
+	// without cleaning up (see tracking.go).
+	reaper bool
+	// sweepStale removes stale projects of a task's name at TaskInit.
+	sweepStale bool
 }
 
 // Option configures an Orchestrator.

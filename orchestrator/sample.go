@@ -91,6 +91,10 @@ func (t *Task) SampleInit(ctx context.Context, spec SampleSpec) (*Sample, error)
 	if err := t.register(s); err != nil {
 		return nil, err
 	}
+	if err := t.o.track(s); err != nil {
+		t.unregister(s)
+		return nil, fmt.Errorf("sample init %s: %w", s.project, err)
+	}
 	fail := func(err error) (*Sample, error) {
 		err = fmt.Errorf("sample init %s: %w", s.project, err)
 		t.o.emit(Event{Kind: EventSampleFailed, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start), Err: err})
@@ -170,6 +174,12 @@ func (t *Task) register(s *Sample) error {
 	return nil
 }
 
+func (t *Task) unregister(s *Sample) {
+	t.mu.Lock()
+	delete(t.samples, s.project)
+	t.mu.Unlock()
+}
+
 // Cleanup removes the sample's containers, networks and volumes. It is idempotent, and runs
 // on a detached context with its own deadline, so it works after ctx is cancelled.
 func (s *Sample) Cleanup(ctx context.Context) error {
@@ -181,9 +191,10 @@ func (s *Sample) Cleanup(ctx context.Context) error {
 		if err != nil {
 			s.cleanupErr = fmt.Errorf("sample cleanup %s: %w", s.project, err)
 		}
-		s.task.mu.Lock()
-		delete(s.task.samples, s.project)
-		s.task.mu.Unlock()
+		if s.cleanupErr == nil {
+			s.task.o.untrack(s)
+		}
+		s.task.unregister(s)
 		s.task.o.emit(Event{Kind: EventSampleRemoved, Task: s.task.name, Sample: s.id, Project: s.project, Duration: time.Since(start), Err: s.cleanupErr})
 	})
 	return s.cleanupErr

@@ -100,6 +100,9 @@ func (o *Orchestrator) TaskInit(ctx context.Context, spec TaskSpec) (*Task, erro
 	}
 	t := &Task{o: o, spec: spec, resolution: res, apiVersion: info.APIVersion, samples: map[string]*Sample{}}
 	t.name = taskName(spec, res)
+	if err := o.startTracking(ctx, t.name); err != nil {
+		return nil, fmt.Errorf("task init %s: %w", t.name, err)
+	}
 	if err := o.ensureBaseIfUsed(ctx, res); err != nil {
 		return nil, fmt.Errorf("task init %s: %w", t.name, err)
 	}
