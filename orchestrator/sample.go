@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -30,7 +31,8 @@ type SampleSpec struct {
 
 // Sample is one live copy of a task's project. It is safe for concurrent use.
 type Sample struct {
-	task      *Task
+	o         *Orchestrator
+	task      *Task // nil for a sample opened with Orchestrator.Open
 	id        string
 	project   string
 	sandboxes []*Sandbox
@@ -83,7 +85,7 @@ func (t *Task) SampleInit(ctx context.Context, spec SampleSpec) (*Sample, error)
 	if id == "" {
 		id = short
 	}
-	s := &Sample{task: t, id: id, project: compose.ProjectName(t.name, short), created: start}
+	s := &Sample{o: t.o, task: t, id: id, project: compose.ProjectName(t.name, short), created: start}
 	p, err := t.sampleProject(ctx, s, spec)
 	if err != nil {
 		return nil, fmt.Errorf("sample init %s: %w", s.project, err)
@@ -130,7 +132,7 @@ func (t *Task) SampleInit(ctx context.Context, spec SampleSpec) (*Sample, error)
 		if !ok || st.State != "running" {
 			continue // a one-shot service that finished: nothing to exec into
 		}
-		s.sandboxes = append(s.sandboxes, t.o.newSandbox(s, st, name == t.defaultService))
+		s.sandboxes = append(s.sandboxes, t.o.newSandbox(s.project, name, st.ContainerID, st.Container, st.WorkingDir, st.User, name == t.defaultService))
 	}
 	if len(s.sandboxes) == 0 || !s.sandboxes[0].isDefault {
 		return fail(cbxerr.New(cbxerr.ErrUnavailable, fmt.Sprintf("default service %s is not running", t.defaultService)))
@@ -153,7 +155,7 @@ func (t *Task) sampleProject(ctx context.Context, s *Sample, spec SampleSpec) (*
 			return nil, err
 		}
 	}
-	return compose.Normalize(p, compose.NormalizeOptions{
+	np, err := compose.Normalize(p, compose.NormalizeOptions{
 		Name:       s.project,
 		Task:       t.name,
 		Sample:     s.id,
@@ -162,7 +164,21 @@ func (t *Task) sampleProject(ctx context.Context, s *Sample, spec SampleSpec) (*
 		APIVersion: t.apiVersion,
 		Images:     t.images,
 	})
+	if err != nil {
+		return nil, err
+	}
+	// Mark the default service, so that a fresh process (`composebox exec -p`) finds it from
+	// labels alone.
+	if svc, ok := np.Services[t.defaultService]; ok {
+		svc.CustomLabels = maps.Clone(svc.CustomLabels)
+		svc.CustomLabels[LabelDefaultService] = "true"
+		np.Services[t.defaultService] = svc
+	}
+	return np, nil
 }
+
+// LabelDefaultService marks the container of a sample's default service.
+const LabelDefaultService = "dev.composebox.default"
 
 func (t *Task) register(s *Sample) error {
 	t.mu.Lock()
@@ -187,15 +203,19 @@ func (s *Sample) Cleanup(ctx context.Context) error {
 		start := time.Now()
 		dctx, cancel := teardownContext(ctx)
 		defer cancel()
-		_, err := s.task.o.engine.Down(dctx, s.project, lifecycle.DownOptions{})
+		_, err := s.o.engine.Down(dctx, s.project, lifecycle.DownOptions{})
 		if err != nil {
 			s.cleanupErr = fmt.Errorf("sample cleanup %s: %w", s.project, err)
 		}
-		if s.cleanupErr == nil {
-			s.task.o.untrack(s)
+		task := ""
+		if s.task != nil {
+			if s.cleanupErr == nil {
+				s.o.untrack(s)
+			}
+			s.task.unregister(s)
+			task = s.task.name
 		}
-		s.task.unregister(s)
-		s.task.o.emit(Event{Kind: EventSampleRemoved, Task: s.task.name, Sample: s.id, Project: s.project, Duration: time.Since(start), Err: s.cleanupErr})
+		s.o.emit(Event{Kind: EventSampleRemoved, Task: task, Sample: s.id, Project: s.project, Duration: time.Since(start), Err: s.cleanupErr})
 	})
 	return s.cleanupErr
 }

@@ -1,25 +1,59 @@
 package orchestrator
 
 import (
-	"github.com/composebox/composebox/lifecycle"
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/composebox/composebox/lifecycle/sandboxio"
 )
 
+// Exec types, shared with the Engine API layer.
+type (
+	// ExecRequest is one command: argv (no implicit shell), stdin, cwd, env, user, timeout and
+	// output caps. The zero value of every field but Cmd is the default.
+	ExecRequest = sandboxio.ExecRequest
+	// ExecResult is a finished command; a non-zero exit code is a result, not an error.
+	ExecResult = sandboxio.ExecResult
+	// ExecError carries the partial result of an exec that timed out, hit a strict output
+	// limit, could not run, or was cancelled.
+	ExecError = sandboxio.ExecError
+	// Process is a streaming exec: Events yields output chunks as they arrive; Poll, Wait and
+	// Kill behave like a local process's.
+	Process = sandboxio.Process
+	// StreamEvent is one chunk of a streaming exec's output.
+	StreamEvent = sandboxio.Event
+)
+
+// Output streams of a StreamEvent.
+const (
+	StreamStdout = sandboxio.Stdout
+	StreamStderr = sandboxio.Stderr
+)
+
+// DefaultReadLimit is ReadFile's limit (CONTRACT section 5).
+const DefaultReadLimit = 100 << 20
+
 // Sandbox is one service of a live sample: a running container that exec and file calls are
-// routed to. Its identity is immutable; it is safe for concurrent use.
+// routed to, straight over the Engine API. Its identity is immutable; it is safe for
+// concurrent use.
 type Sandbox struct {
-	sample      *Sample
-	service     string
-	containerID string
-	container   string
-	workingDir  string
-	user        string
-	isDefault   bool
+	project   string
+	service   string
+	container string
+	isDefault bool
+	target    sandboxio.Target
 }
 
-func (o *Orchestrator) newSandbox(s *Sample, st lifecycle.ServiceState, isDefault bool) *Sandbox {
+func (o *Orchestrator) newSandbox(project, service, containerID, name, workingDir, user string, isDefault bool) *Sandbox {
 	return &Sandbox{
-		sample: s, service: st.Service, containerID: st.ContainerID, container: st.Container,
-		workingDir: st.WorkingDir, user: st.User, isDefault: isDefault,
+		project: project, service: service, container: name, isDefault: isDefault,
+		target: sandboxio.Target{Client: o.client, Container: containerID, Service: service, WorkingDir: workingDir, User: user},
 	}
 }
 
@@ -27,18 +61,121 @@ func (o *Orchestrator) newSandbox(s *Sample, st lifecycle.ServiceState, isDefaul
 func (b *Sandbox) Service() string { return b.service }
 
 // Project is the sample's compose project name.
-func (b *Sandbox) Project() string { return b.sample.project }
+func (b *Sandbox) Project() string { return b.project }
 
 // ContainerID and ContainerName identify the service's container.
-func (b *Sandbox) ContainerID() string   { return b.containerID }
+func (b *Sandbox) ContainerID() string   { return b.target.Container }
 func (b *Sandbox) ContainerName() string { return b.container }
 
 // WorkingDir is the container's working directory ("/" when the image sets none); relative
 // paths in exec and file calls resolve against it.
-func (b *Sandbox) WorkingDir() string { return b.workingDir }
+func (b *Sandbox) WorkingDir() string { return b.target.WorkingDir }
 
-// User is the container's default user ("" means the image's, root when unset).
-func (b *Sandbox) User() string { return b.user }
+// User is the container's default user ("" means the image's, root when unset). Execs run as
+// it and files are written as it unless a call says otherwise.
+func (b *Sandbox) User() string { return b.target.User }
 
 // IsDefault reports whether this is the sample's default service.
 func (b *Sandbox) IsDefault() bool { return b.isDefault }
+
+// Exec runs req and waits for it (CONTRACT section 4). On timeout the command and every
+// process it started are killed inside the container, and the error is ErrTimeout with the
+// partial output in its *ExecError. A stopped or removed container is ErrUnavailable.
+func (b *Sandbox) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+	return sandboxio.Exec(ctx, b.target, req)
+}
+
+// ExecStream starts req and returns at once; its Events arrive as the command writes them.
+// Cancelling ctx or calling Kill kills the command like a timeout. Stdin is not supported.
+func (b *Sandbox) ExecStream(ctx context.Context, req ExecRequest) (*Process, error) {
+	return sandboxio.ExecStream(ctx, b.target, req)
+}
+
+// ReadFile returns the file's bytes, following symlinks, up to DefaultReadLimit (past it:
+// ErrOutputLimit, enforced while streaming). A relative path resolves against WorkingDir.
+// Errors carry the path: ErrNotFound, ErrIsDirectory, ErrPermission, ErrOutputLimit.
+func (b *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	return sandboxio.ReadFile(ctx, b.target, path, DefaultReadLimit)
+}
+
+// ReadFileTo streams the file to w, holding no copy of it, and returns the bytes written.
+// limit <= 0 means DefaultReadLimit.
+func (b *Sandbox) ReadFileTo(ctx context.Context, path string, w io.Writer, limit int64) (int64, error) {
+	if limit <= 0 {
+		limit = DefaultReadLimit
+	}
+	return sandboxio.ReadFileTo(ctx, b.target, path, w, limit)
+}
+
+// WriteFile creates or replaces the file, creating missing parent directories, as the
+// sandbox's user (so the file is owned by that user, and a non-root user gets ErrPermission
+// where it may not write).
+func (b *Sandbox) WriteFile(ctx context.Context, path string, data []byte) error {
+	return sandboxio.WriteFile(ctx, b.target, path, data)
+}
+
+// WriteFileFrom is WriteFile streaming size bytes from r.
+func (b *Sandbox) WriteFileFrom(ctx context.Context, path string, r io.Reader, size int64) error {
+	return sandboxio.WriteFileFrom(ctx, b.target, path, r, size)
+}
+
+// Port is a published port (CONTRACT section 6).
+type Port struct {
+	ContainerPort int    `json:"container_port"`
+	Protocol      string `json:"protocol"`
+	HostIP        string `json:"host_ip"`
+	HostPort      int    `json:"host_port"`
+}
+
+// Connection tells a person or a tool how to reach a running service.
+type Connection struct {
+	ContainerID   string `json:"container_id"`
+	ContainerName string `json:"container_name"`
+	// Command enters the container: `docker exec -it <name> bash -l` when bash exists, else
+	// sh, with --user when the sandbox has one.
+	Command string `json:"command"`
+	Ports   []Port `json:"ports"`
+}
+
+// Connection describes how to reach the service: its container, a shell command to enter it,
+// and its published ports. A port published on all interfaces is given as 127.0.0.1.
+func (b *Sandbox) Connection(ctx context.Context) (Connection, error) {
+	info, err := b.target.Client.ContainerInspect(ctx, b.target.Container)
+	if err != nil {
+		return Connection{}, fmt.Errorf("connection to %s: %w", b.service, err)
+	}
+	c := Connection{ContainerID: info.ID, ContainerName: strings.TrimPrefix(info.Name, "/")}
+	shell := "sh"
+	if r, err := b.Exec(ctx, ExecRequest{Cmd: []string{"test", "-x", "/bin/bash"}}); err == nil && r.ExitCode == 0 {
+		shell = "bash -l"
+	}
+	user := ""
+	if b.target.User != "" {
+		user = " --user " + b.target.User
+	}
+	c.Command = fmt.Sprintf("docker exec -it%s %s %s", user, c.ContainerName, shell)
+	if info.NetworkSettings != nil {
+		for port, bindings := range info.NetworkSettings.Ports {
+			for _, pb := range bindings {
+				hp, _ := strconv.Atoi(pb.HostPort)
+				c.Ports = append(c.Ports, Port{ContainerPort: port.Int(), Protocol: port.Proto(), HostIP: reachableIP(pb.HostIP), HostPort: hp})
+			}
+		}
+	}
+	slices.SortFunc(c.Ports, func(a, b Port) int {
+		return cmp.Or(cmp.Compare(a.ContainerPort, b.ContainerPort), cmp.Compare(a.Protocol, b.Protocol))
+	})
+	return c, nil
+}
+
+// reachableIP rewrites a wildcard bind address to loopback, which a client on the host can
+// dial (CONTRACT section 6).
+func reachableIP(ip string) string {
+	if ip == "" || ip == "0.0.0.0" {
+		return "127.0.0.1"
+	}
+	if parsed := net.ParseIP(ip); parsed != nil && parsed.IsUnspecified() {
+		return "::1"
+	}
+	return ip
+}

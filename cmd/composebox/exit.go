@@ -65,3 +65,7 @@ func writeJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
+
+type errUsage string
+
+func (e errUsage) Error() string { return string(e) }

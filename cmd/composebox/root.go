@@ -53,8 +53,12 @@ func newRootCmd(g *globals) *cobra.Command {
 	root.AddCommand(
 		newVersionCmd(g),
 		newDoctorCmd(g),
+		newConfigCmd(g),
 		newUpCmd(g),
 		newDownCmd(g),
+		newRunCmd(g),
+		newExecCmd(g),
+		newCpCmd(g),
 	)
 	for _, c := range root.Commands() {
 		wrapArgs(c)

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/orchestrator"
+)
+
+type execOptions struct {
+	Project string
+	Service string
+	User    string
+	Workdir string
+	Env     []string
+	Timeout time.Duration
+	Stdin   bool
+}
+
+func newExecCmd(g *globals) *cobra.Command {
+	var opts execOptions
+	cmd := &cobra.Command{
+		Use:   "exec -p PROJECT [-s SERVICE] [flags] -- CMD [ARG...]",
+		Short: "Run a command in a sample's service",
+		Long: `Runs CMD (no implicit shell) in SERVICE (default: the sample's default service) over the Engine
+API, and exits with its exit code: 124 when --timeout passed (the command and its children are
+killed), 126 when it cannot run, 127 when it is not found. COMPOSEBOX_PROJECT stands in for -p.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.Project == "" {
+				opts.Project = os.Getenv("COMPOSEBOX_PROJECT")
+			}
+			if opts.Project == "" {
+				return usageError{errors.New("exec: -p PROJECT (or COMPOSEBOX_PROJECT) is required")}
+			}
+			return runExec(cmd.Context(), g, opts, args)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&opts.Project, "project", "p", "", "the sample's project name")
+	f.StringVarP(&opts.Service, "service", "s", "", "service (default: the sample's default service)")
+	f.StringVarP(&opts.User, "user", "u", "", "user: name or uid[:gid]")
+	f.StringVarP(&opts.Workdir, "workdir", "w", "", "working directory (relative: against the container's)")
+	f.StringArrayVarP(&opts.Env, "env", "e", nil, "environment variable K=V (repeatable)")
+	f.DurationVar(&opts.Timeout, "timeout", 0, "kill the command and its children after this long (exit 124)")
+	f.BoolVarP(&opts.Stdin, "interactive", "i", false, "forward stdin to the command")
+	return cmd
+}
+
+// openSandbox finds a live sample's service from labels alone.
+func openSandbox(ctx context.Context, g *globals, project, service string) (*orchestrator.Sandbox, func(), error) {
+	o, err := orchestrator.New(orchestrator.WithLogger(g.log))
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := o.Open(ctx, project)
+	if err != nil {
+		o.Close()
+		return nil, nil, err
+	}
+	sb := s.Default()
+	if service != "" {
+		if sb, err = s.Sandbox(service); err != nil {
+			o.Close()
+			return nil, nil, err
+		}
+	}
+	return sb, func() { o.Close() }, nil
+}
+
+func runExec(ctx context.Context, g *globals, opts execOptions, argv []string) error {
+	req := orchestrator.ExecRequest{Cmd: argv, User: opts.User, Cwd: opts.Workdir, Timeout: opts.Timeout}
+	if len(opts.Env) > 0 {
+		req.Env = map[string]string{}
+		for _, kv := range opts.Env {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return usageError{fmt.Errorf("exec: -e %q: want K=V", kv)}
+			}
+			req.Env[k] = v
+		}
+	}
+	if opts.Stdin {
+		in, err := io.ReadAll(g.stdin)
+		if err != nil {
+			return fmt.Errorf("exec: read stdin: %w", err)
+		}
+		req.Stdin = in
+	}
+	sb, done, err := openSandbox(ctx, g, opts.Project, opts.Service)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if g.JSON || opts.Stdin {
+		res, err := sb.Exec(ctx, req)
+		return g.execOutcome(res, err)
+	}
+	return g.streamExec(ctx, sb, req)
+}
+
+// streamExec forwards the command's output as it arrives and returns its outcome.
+func (g *globals) streamExec(ctx context.Context, sb *orchestrator.Sandbox, req orchestrator.ExecRequest) error {
+	p, err := sb.ExecStream(ctx, req)
+	if err != nil {
+		return g.execOutcome(orchestrator.ExecResult{}, err)
+	}
+	for ev := range p.Events() {
+		w := g.stdout
+		if ev.Stream == orchestrator.StreamStderr {
+			w = g.stderr
+		}
+		_, _ = w.Write(ev.Data)
+	}
+	res, err := p.Wait()
+	res.Stdout, res.Stderr = nil, nil // already forwarded
+	return g.execOutcome(res, err)
+}
+
+// execJSON is the JSON shape of exec (CONTRACT section 9).
+type execJSON struct {
+	ExitCode        int    `json:"exit_code"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+}
+
+// execOutcome prints a finished exec and turns it into the process exit code.
+func (g *globals) execOutcome(res orchestrator.ExecResult, err error) error {
+	var ee *orchestrator.ExecError
+	if errors.As(err, &ee) {
+		res = ee.Result
+	}
+	ran := err == nil || ee != nil
+	if ran {
+		if g.JSON {
+			if jerr := g.printJSON(execJSON{ExitCode: res.ExitCode, Stdout: res.StdoutText(), Stderr: res.StderrText(),
+				StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated}); jerr != nil {
+				return jerr
+			}
+		} else {
+			_, _ = g.stdout.Write(res.Stdout)
+			_, _ = g.stderr.Write(res.Stderr)
+		}
+	}
+	switch {
+	case err == nil:
+		if res.ExitCode != 0 {
+			return exitError{code: res.ExitCode, silent: true}
+		}
+		return nil
+	case errors.Is(err, errdefs.ErrTimeout):
+		return exitError{code: exitTimeout, err: err}
+	case errors.Is(err, errdefs.ErrPermission) && ee != nil:
+		return exitError{code: exitCannotRun, err: err}
+	}
+	return err
+}

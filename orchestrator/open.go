@@ -1,0 +1,60 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/internal/errdefs"
+)
+
+// Open returns the sandboxes of a live sample started by any process (`composebox up`, say),
+// found from labels alone: its running services, the default one first. A project with no
+// running container is ErrNotFound. The result is for exec and file calls; its Cleanup removes
+// the project.
+func (o *Orchestrator) Open(ctx context.Context, project string) (*Sample, error) {
+	list, err := o.client.ContainerList(ctx, container.ListOptions{Filters: cleanup.ProjectFilter(project)})
+	if err != nil {
+		return nil, fmt.Errorf("open %s: list containers: %w", project, err)
+	}
+	if len(list) == 0 {
+		return nil, errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("open %s: no running composebox sample by that name (see `composebox ls`)", project))
+	}
+	s := &Sample{o: o, project: project, id: list[0].Labels[cleanup.LabelSample]}
+	for _, c := range list {
+		info, err := o.client.ContainerInspect(ctx, c.ID)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: inspect %s: %w", project, c.ID[:12], err)
+		}
+		wd := info.Config.WorkingDir
+		if wd == "" {
+			wd = "/"
+		}
+		service := c.Labels["com.docker.compose.service"]
+		isDefault := c.Labels[LabelDefaultService] == "true"
+		s.sandboxes = append(s.sandboxes, o.newSandbox(project, service, c.ID, strings.TrimPrefix(info.Name, "/"), wd, info.Config.User, isDefault))
+	}
+	slices.SortFunc(s.sandboxes, func(a, b *Sandbox) int {
+		if a.isDefault != b.isDefault {
+			if a.isDefault {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.service, b.service)
+	})
+	if !s.sandboxes[0].isDefault && len(s.sandboxes) > 1 {
+		// A sample started by something other than composebox: fall back to the contract's rule.
+		for i, sb := range s.sandboxes {
+			if sb.service == "default" {
+				s.sandboxes[0], s.sandboxes[i] = s.sandboxes[i], s.sandboxes[0]
+			}
+		}
+	}
+	s.sandboxes[0].isDefault = true
+	return s, nil
+}
