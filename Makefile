@@ -7,7 +7,7 @@ RACE_PKGS := ./internal/... ./compose/... ./prereqs/... ./cleanup/...
 PLAIN_PKGS := $(shell $(GO) list ./... | grep -v -e /internal/ -e /compose -e /prereqs -e /cleanup)
 TEST_FLAGS ?= -count=1 -timeout 25m
 
-.PHONY: build test lint docker demo clean
+.PHONY: build test lint docker demo bench clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/composebox
@@ -29,6 +29,10 @@ lint:
 # Installs and starts the engine and busybox on a fresh Debian machine; a no-op when both work.
 docker:
 	@scripts/setup-engine.sh
+
+# The README's first command: engine setup, build, then one sample of multi-service end to end.
+demo: docker build
+	@go run ./examples/demo testdata/projects/multi-service
 
 clean:
 	rm -rf bin

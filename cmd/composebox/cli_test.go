@@ -31,7 +31,7 @@ func TestVersion(t *testing.T) {
 }
 
 func TestUsageErrorExits2(t *testing.T) {
-	for _, args := range [][]string{{"doctor", "--no-such-flag"}, {"version", "extra"}, {"--log-level", "loud", "version"}} {
+	for _, args := range [][]string{{"doctor", "--no-such-flag"}, {"version", "extra"}, {"--log-level", "loud", "version"}, {"nosuchverb"}, {"exec", "true"}} {
 		code, _, errOut := runCLI(t, args...)
 		if code != exitUsage || !strings.HasPrefix(errOut, "composebox: usage: ") {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and a usage line", args, code, errOut)

@@ -46,6 +46,14 @@ func newRootCmd(g *globals) *cobra.Command {
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			return g.setup()
 		},
+		// Without Args and RunE of its own, cobra reports an unknown verb as a plain error.
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("unknown command %q", args[0])}
+			}
+			return cmd.Help()
+		},
 	}
 	root.PersistentFlags().BoolVar(&g.JSON, "json", false, "machine-readable output on stdout")
 	root.PersistentFlags().StringVar(&g.LogLevel, "log-level", "warn", "log level on stderr: debug, info, warn, error")

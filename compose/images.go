@@ -1,0 +1,284 @@
+package compose
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/moby/patternmatcher"
+	"github.com/moby/patternmatcher/ignorefile"
+
+	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/internal/errdefs"
+)
+
+// BuildPlan is one service's image build, done once per task.
+type BuildPlan struct {
+	Service string
+	// Tag is cbx-<task>-<service>:<16 hex digits of the content hash>: the same context,
+	// Dockerfile and build settings always give the same tag, so an existing image is reused.
+	Tag string
+	// Context is the absolute build context directory (or a remote URL, as written).
+	Context string
+	// Dockerfile is the Dockerfile path as compose has it: relative to Context, or absolute.
+	Dockerfile string
+	// DockerfileInline is the Dockerfile text when the service gives it inline.
+	DockerfileInline string
+	// Args are the build args, those without a value taken from the project environment as
+	// compose does.
+	Args map[string]string
+	// Target is the build stage, if any.
+	Target string
+	// Labels go on the image: the service's build labels, then dev.composebox.managed and
+	// dev.composebox.task (CONTRACT section 7).
+	Labels map[string]string
+	// Build is a copy of the service's whole build section, for building through compose.
+	Build *types.BuildConfig
+}
+
+// ImagePlan says which images a task needs.
+type ImagePlan struct {
+	// Builds are the services to build, sorted by service name.
+	Builds []BuildPlan
+	// Existing are the images of the other services, which must exist locally (or be pulled
+	// under a pull policy): sorted, without duplicates.
+	Existing []string
+}
+
+// hashVersion changes whenever what goes into the hash changes, so old tags are not reused.
+const hashVersion = "composebox build hash v1"
+
+// PlanImages lists the images proj needs: a content-hash tag for every service with a build
+// section (its image: name, if any, is not used: samples run the tag), and the images the
+// other services name. The hash covers the build context as the builder sees it (.dockerignore
+// applied), the Dockerfile, and every build setting (args, target, labels, ...). Errors are
+// ErrInvalidConfig.
+func PlanImages(proj *types.Project, task string) (ImagePlan, error) {
+	var plan ImagePlan
+	if proj == nil {
+		return plan, errdefs.New(ErrInvalidConfig, "plan images: no project given")
+	}
+	existing := map[string]bool{}
+	copied := proj.WithServicesDisabled() // BuildPlan.Build must not alias the caller's project
+	for _, name := range proj.ServiceNames() {
+		s := proj.Services[name]
+		if s.Build == nil {
+			if s.Image == "" {
+				return plan, errdefs.New(ErrInvalidConfig, fmt.Sprintf("plan images: service %q has neither image nor build", name))
+			}
+			existing[s.Image] = true
+			continue
+		}
+		bp, err := planBuild(proj, name, s, task)
+		bp.Build = copied.Services[name].Build
+		if err != nil {
+			return plan, err
+		}
+		plan.Builds = append(plan.Builds, bp)
+	}
+	plan.Existing = slices.Sorted(maps.Keys(existing))
+	return plan, nil
+}
+
+func planBuild(proj *types.Project, name string, s types.ServiceConfig, task string) (BuildPlan, error) {
+	b := *s.Build
+	args := map[string]string{}
+	for k, v := range b.Args {
+		switch {
+		case v != nil:
+			args[k] = *v
+		default:
+			if ev, ok := proj.Environment[k]; ok {
+				args[k] = ev
+			}
+		}
+	}
+	labels := map[string]string{}
+	maps.Copy(labels, b.Labels)
+	labels[cleanup.LabelManaged] = "true"
+	labels[cleanup.LabelTask] = task
+
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n", hashVersion)
+	// Settings: everything but the context's location, which must not change the tag.
+	settings := b
+	settings.Context, settings.Dockerfile = "", ""
+	settings.Args = nil
+	settings.Labels = labels
+	js, err := json.Marshal(struct {
+		Build *types.BuildConfig
+		Args  map[string]string
+	}{&settings, args})
+	if err != nil {
+		return BuildPlan{}, fmt.Errorf("plan image for service %q: %w", name, err)
+	}
+	fmt.Fprintf(h, "settings %d\n%s\n", len(js), js)
+
+	fail := func(err error) (BuildPlan, error) {
+		return BuildPlan{}, errdefs.Wrap(ErrInvalidConfig, err, fmt.Sprintf("plan image for service %q", name))
+	}
+	if isRemoteContext(b.Context) {
+		fmt.Fprintf(h, "remote context %q dockerfile %q\n", b.Context, b.Dockerfile)
+	} else {
+		df := ""
+		if b.DockerfileInline == "" {
+			df = dockerfilePath(&b)
+			if rel, err := filepath.Rel(b.Context, df); err == nil && filepath.IsLocal(rel) {
+				fmt.Fprintf(h, "dockerfile %q\n", filepath.ToSlash(rel))
+			}
+			if err := hashFile(h, "dockerfile content", df); err != nil {
+				return fail(err)
+			}
+		}
+		if err := hashTree(h, b.Context, df); err != nil {
+			return fail(err)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(b.AdditionalContexts)) {
+		v := b.AdditionalContexts[k]
+		if fi, err := os.Stat(v); err == nil && fi.IsDir() && filepath.IsAbs(v) {
+			fmt.Fprintf(h, "additional context %q\n", k)
+			if err := hashTree(h, v, ""); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	sum := hex.EncodeToString(h.Sum(nil))[:16]
+
+	repo := "cbx"
+	for _, part := range []string{sanitizeName(task, 40), sanitizeName(name, 60)} {
+		if part != "" {
+			repo += "-" + part
+		}
+	}
+	repo = strings.ReplaceAll(repo, "_", "-") // a repository component allows '_' only in pairs
+	return BuildPlan{
+		Service:          name,
+		Tag:              repo + ":" + sum,
+		Context:          b.Context,
+		Dockerfile:       b.Dockerfile,
+		DockerfileInline: b.DockerfileInline,
+		Args:             args,
+		Target:           b.Target,
+		Labels:           labels,
+	}, nil
+}
+
+func hashFile(h hash.Hash, what, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(h, "%s %d\n", what, fi.Size())
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	return nil
+}
+
+// hashTree writes every entry of the build context dir that the builder would receive: path,
+// type, permission bits, symlink target and content. Modification times are left out, so a
+// fresh checkout hashes like the original.
+func hashTree(h hash.Hash, dir, dockerfile string) error {
+	pm, err := ignoreMatcher(dir, dockerfile)
+	if err != nil {
+		return err
+	}
+	infos := map[string]patternmatcher.MatchInfo{}
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil || rel == "." {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if pm != nil {
+			parent := infos[filepath.ToSlash(filepath.Dir(rel))]
+			excluded, info, err := pm.MatchesUsingParentResults(rel, parent)
+			if err != nil {
+				return fmt.Errorf("match .dockerignore: %w", err)
+			}
+			if d.IsDir() {
+				infos[rel] = info
+			}
+			if excluded {
+				if d.IsDir() && !pm.Exclusions() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		mode := fi.Mode()
+		switch {
+		case mode.IsDir():
+			fmt.Fprintf(h, "dir %q %o\n", rel, mode.Perm())
+		case mode&fs.ModeSymlink != 0:
+			target, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(h, "symlink %q %q\n", rel, target)
+		case mode.IsRegular():
+			if err := hashFile(h, fmt.Sprintf("file %q %o", rel, mode.Perm()), path); err != nil {
+				return err
+			}
+		default:
+			fmt.Fprintf(h, "special %q %v\n", rel, mode.Type())
+		}
+		return nil
+	})
+}
+
+// ignoreMatcher reads <Dockerfile>.dockerignore next to the Dockerfile if there is one, as
+// BuildKit does, else .dockerignore at the context root. nil means nothing is ignored.
+func ignoreMatcher(dir, dockerfile string) (*patternmatcher.PatternMatcher, error) {
+	candidates := []string{filepath.Join(dir, ".dockerignore")}
+	if dockerfile != "" {
+		candidates = append([]string{dockerfile + ".dockerignore"}, candidates...)
+	}
+	for _, c := range candidates {
+		f, err := os.Open(c)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		patterns, err := ignorefile.ReadAll(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", c, err)
+		}
+		if len(patterns) == 0 {
+			return nil, nil
+		}
+		pm, err := patternmatcher.New(patterns)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", c, err)
+		}
+		return pm, nil
+	}
+	return nil, nil
+}
