@@ -481,3 +481,46 @@ func cutEgress(proj *types.Project) {
 		}
 	}
 }
+
+// Summary describes the policy in one line, for doctor: what it allows beyond the default,
+// and the default limits it applies.
+func (p Policy) Summary() string {
+	var allowed []string
+	for _, a := range []struct {
+		on   bool
+		name string
+	}{
+		{p.AllowPrivileged, "privileged"}, {p.AllowHostNetwork, "host network"},
+		{p.AllowHostNamespaces, "host namespaces"}, {p.AllowDevices, "devices"},
+		{p.AllowDockerSocket, "docker socket"}, {p.AllowUnconfined, "unconfined security_opt"},
+		{p.AllowAnyMount, "mounts from anywhere"},
+	} {
+		if a.on {
+			allowed = append(allowed, a.name)
+		}
+	}
+	if len(p.AllowCapabilities) > 0 {
+		allowed = append(allowed, "cap_add "+strings.Join(p.AllowCapabilities, ","))
+	}
+	s := "default: privileged, host namespaces, dangerous capabilities, devices, the docker socket, unconfined security_opt and mounts outside the task directory are rejected"
+	if len(allowed) > 0 {
+		s = "relaxed: allows " + strings.Join(allowed, ", ")
+	}
+	var limits []string
+	if p.Memory > 0 {
+		limits = append(limits, fmt.Sprintf("memory %d MiB", p.Memory>>20))
+	}
+	if p.CPUs > 0 {
+		limits = append(limits, fmt.Sprintf("cpus %g", p.CPUs))
+	}
+	if p.Pids > 0 {
+		limits = append(limits, fmt.Sprintf("pids %d", p.Pids))
+	}
+	if p.EgressOff {
+		limits = append(limits, "egress off")
+	}
+	if len(limits) > 0 {
+		s += "; defaults: " + strings.Join(limits, ", ")
+	}
+	return s
+}

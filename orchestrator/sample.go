@@ -154,6 +154,7 @@ func (t *Task) sampleProject(ctx context.Context, s *Sample, spec SampleSpec) (*
 		if err := t.o.cfg.policy.Check(p); err != nil {
 			return nil, err
 		}
+		t.o.cfg.policy.ApplyDefaults(p)
 	}
 	np, err := compose.Normalize(p, compose.NormalizeOptions{
 		Name:       s.project,

@@ -113,6 +113,7 @@ func (o *Orchestrator) TaskInit(ctx context.Context, spec TaskSpec) (*Task, erro
 	if err := o.cfg.policy.Check(p); err != nil {
 		return nil, fmt.Errorf("task init %s: %w", t.name, err)
 	}
+	o.cfg.policy.ApplyDefaults(p)
 	if t.defaultService, err = compose.DefaultService(p); err != nil {
 		return nil, fmt.Errorf("task init %s: %w", t.name, err)
 	}

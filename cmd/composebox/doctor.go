@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/composebox/composebox/compose"
 	"github.com/composebox/composebox/internal/engine"
 	"github.com/composebox/composebox/internal/images"
 	"github.com/composebox/composebox/prereqs"
@@ -39,7 +40,8 @@ func runDoctor(cmd *cobra.Command, g *globals, opts doctorOptions) error {
 			}
 		}
 	}
-	r := prereqs.Doctor(ctx, prereqs.Options{})
+	policy := prereqs.Check{Name: "policy", Status: prereqs.Pass, Detail: compose.DefaultPolicy().Summary()}
+	r := prereqs.Doctor(ctx, prereqs.Options{Extra: []prereqs.Check{policy}})
 	if g.JSON {
 		if err := g.printJSON(r); err != nil {
 			return err
