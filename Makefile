@@ -3,8 +3,9 @@ BIN     := bin/composebox
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # Packages whose tests run with the race detector. The ones that link the compose library are
 # left out of -race for now: instrumenting it roughly triples their cold build on 2 cores.
-RACE_PKGS := ./internal/... ./compose/... ./prereqs/... ./cleanup/...
-PLAIN_PKGS := $(shell $(GO) list ./... | grep -v -e /internal/ -e /compose -e /prereqs -e /cleanup)
+MODULE := github.com/composebox/composebox
+RACE_PKGS := ./internal/... ./compose/... ./prereqs/... ./cleanup/... ./lifecycle/sandboxio/...
+PLAIN_PKGS := $(shell $(GO) list ./... | grep -v -E '^$(MODULE)/(internal|compose|prereqs|cleanup|lifecycle/sandboxio)(/|$$)')
 TEST_FLAGS ?= -count=1 -timeout 25m
 
 .PHONY: build test lint docker demo bench clean

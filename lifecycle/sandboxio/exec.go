@@ -1,0 +1,210 @@
+package sandboxio
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/composebox/composebox/internal/errdefs"
+)
+
+// DefaultOutputLimit is the per-stream cap on captured output when ExecRequest.OutputLimit is 0.
+const DefaultOutputLimit = 10 << 20
+
+// ExecRequest is one command to run. The zero value of every field but Cmd is the default.
+type ExecRequest struct {
+	// Cmd is the argv. There is no implicit shell: use []string{"sh", "-c", script} for one.
+	Cmd []string
+	// Stdin is written to the command while its output is read, so any size works. Empty
+	// means stdin is closed (the command reads EOF at once).
+	Stdin []byte
+	// Cwd is the working directory. A relative one resolves against Target.WorkingDir with
+	// POSIX rules; "" is Target.WorkingDir (or the container's own default).
+	Cwd string
+	// Env adds to (and overrides) the container's environment.
+	Env map[string]string
+	// User is a name or uid[:gid]; "" is Target.User.
+	User string
+	// Timeout, when positive, kills the command and every process it started once it passes,
+	// and makes the call return ErrTimeout with the output so far.
+	Timeout time.Duration
+	// OutputLimit caps the bytes kept per stream (0: DefaultOutputLimit). Past it the tail is
+	// kept and the stream's Truncated flag set.
+	OutputLimit int
+	// StrictLimit turns going past OutputLimit into an ErrOutputLimit error: the command is
+	// killed at that point and the result holds the first OutputLimit bytes.
+	StrictLimit bool
+}
+
+// ExecResult is a finished command. A non-zero ExitCode is a result, not an error.
+type ExecResult struct {
+	ExitCode int
+	// Stdout and Stderr are the captured bytes: everything, or the last OutputLimit bytes when
+	// the stream was truncated.
+	Stdout, Stderr                   []byte
+	StdoutTruncated, StderrTruncated bool
+	// StdoutBytes and StderrBytes count every byte the command wrote, kept or not.
+	StdoutBytes, StderrBytes int64
+	Duration                 time.Duration
+}
+
+// StdoutText is Stdout as UTF-8 text, with U+FFFD in place of each invalid byte.
+func (r ExecResult) StdoutText() string { return decodeText(r.Stdout) }
+
+// StderrText is Stderr as UTF-8 text, with U+FFFD in place of each invalid byte.
+func (r ExecResult) StderrText() string { return decodeText(r.Stderr) }
+
+// ExecError is the error of an exec that ran but did not complete normally: ErrTimeout,
+// ErrOutputLimit, ErrPermission (argv[0] not executable), ErrNotFound (no such Cwd), or a
+// cancelled context. Result holds what the command wrote before that. errors.Is sees the
+// category through it.
+type ExecError struct {
+	Result ExecResult
+	Err    error
+}
+
+func (e *ExecError) Error() string { return e.Err.Error() }
+func (e *ExecError) Unwrap() error { return e.Err }
+
+// Exec runs req in the target's container and waits for it, reading stdout and stderr to
+// their ends while it writes stdin. It costs exactly the engine's three calls (create,
+// attach, inspect) on the normal path.
+//
+// Errors: ErrUnavailable (with the container's state, exit code, OOM flag and log tail)
+// when the container is gone or stopped, including when it dies under the command;
+// ErrTimeout; ErrOutputLimit under StrictLimit; ErrPermission for a non-executable argv[0]
+// (ExitCode 126). A missing argv[0] is ExitCode 127 and an unknown user ExitCode 126 with
+// the engine's message in Stderr, both without an error. Whenever a result exists it is
+// returned alongside the error, and the error is an *ExecError carrying it too.
+func Exec(ctx context.Context, t Target, req ExecRequest) (ExecResult, error) {
+	op := execOp(req.Cmd)
+	spec, err := t.execSpec(req, op)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	limit := req.OutputLimit
+	if limit <= 0 {
+		limit = DefaultOutputLimit
+	}
+	stdout, stderr := newTailBuffer(limit, req.StrictLimit), newTailBuffer(limit, req.StrictLimit)
+	spec.stdout, spec.stderr = stdout, stderr
+	e, err := start(ctx, t, spec, op)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	o, err := e.wait(ctx, op)
+	return t.finish(ctx, req, op, o, err, stdout, stderr)
+}
+
+// execOp names an exec in error messages by its argv[0].
+func execOp(cmd []string) string {
+	if len(cmd) == 0 {
+		return "exec"
+	}
+	return "exec " + cmd[0]
+}
+
+// execSpec validates req and turns it into what the engine needs.
+func (t Target) execSpec(req ExecRequest, op string) (runSpec, error) {
+	if len(req.Cmd) == 0 || req.Cmd[0] == "" {
+		return runSpec{}, errdefs.New(errdefs.ErrInvalidConfig, op+t.in()+": empty command")
+	}
+	for _, a := range req.Cmd {
+		if strings.ContainsRune(a, 0) {
+			return runSpec{}, errdefs.New(errdefs.ErrInvalidConfig, op+t.in()+": argument holds a NUL byte")
+		}
+	}
+	env := make([]string, 0, len(req.Env))
+	for k, v := range req.Env {
+		if !validEnvKey(k) || strings.ContainsRune(v, 0) {
+			return runSpec{}, errdefs.New(errdefs.ErrInvalidConfig, fmt.Sprintf("%s%s: invalid environment variable %q", op, t.in(), k))
+		}
+		env = append(env, k+"="+v)
+	}
+	slices.Sort(env)
+	user := req.User
+	if user == "" {
+		user = t.User
+	}
+	cwd := t.WorkingDir
+	if req.Cwd != "" {
+		cwd = t.Resolve(req.Cwd)
+	}
+	spec := runSpec{cmd: req.Cmd, env: env, user: user, workdir: cwd, timeout: req.Timeout}
+	if len(req.Stdin) > 0 {
+		spec.stdin = bytes.NewReader(req.Stdin)
+	}
+	return spec, nil
+}
+
+// finish turns an outcome into the result and the error the contract asks for.
+func (t Target) finish(ctx context.Context, req ExecRequest, op string, o outcome, err error, stdout, stderr *tailBuffer) (ExecResult, error) {
+	res := ExecResult{
+		ExitCode:        o.exitCode,
+		Stdout:          stdout.Bytes(),
+		Stderr:          stderr.Bytes(),
+		StdoutTruncated: stdout.Truncated(),
+		StderrTruncated: stderr.Truncated(),
+		StdoutBytes:     stdout.total,
+		StderrBytes:     stderr.total,
+		Duration:        o.duration,
+	}
+	if err != nil {
+		return res, &ExecError{Result: res, Err: err}
+	}
+	fail := func(err error) (ExecResult, error) {
+		if o.killErr != nil {
+			err = fmt.Errorf("%w (and its processes could not be killed: %v)", err, o.killErr)
+		}
+		return res, &ExecError{Result: res, Err: err}
+	}
+	if !o.started {
+		// Nothing ran: the stream held the engine's message, which belongs in Stderr.
+		res.Stdout, res.StdoutTruncated, res.StdoutBytes = nil, false, 0
+		res.Stderr = []byte(o.startMsg + "\n")
+		res.StderrTruncated, res.StderrBytes = false, int64(len(res.Stderr))
+		switch o.startFail {
+		case startNotFound:
+			res.ExitCode = 127
+		case startPermission:
+			res.ExitCode = 126
+			return fail(errdefs.New(errdefs.ErrPermission, fmt.Sprintf("%s%s: %s: permission denied", op, t.in(), req.Cmd[0])))
+		case startCwd:
+			return fail(errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("%s%s: working directory %s: no such directory", op, t.in(), t.Resolve(req.Cwd))))
+		}
+		return res, nil
+	}
+	switch o.end {
+	case endExited:
+		return res, nil
+	case endTimeout:
+		return fail(errdefs.New(errdefs.ErrTimeout, fmt.Sprintf("%s%s: timed out after %s", op, t.in(), req.Timeout)))
+	case endCanceled:
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fail(errdefs.Wrap(errdefs.ErrTimeout, ctx.Err(), op+t.in()))
+		}
+		return fail(fmt.Errorf("%s%s: %w", op, t.in(), ctx.Err()))
+	case endSink:
+		if stdout.Truncated() || stderr.Truncated() {
+			return fail(errdefs.New(errdefs.ErrOutputLimit, fmt.Sprintf("%s%s: output past the %d byte limit", op, t.in(), stdout.limit)))
+		}
+		return fail(fmt.Errorf("%s%s: %w", op, t.in(), o.endErr))
+	case endStdin:
+		return fail(fmt.Errorf("%s%s: read stdin: %w", op, t.in(), o.endErr))
+	case endStream:
+		return fail(fmt.Errorf("%s%s: read output: %w", op, t.in(), o.endErr))
+	case endKilled:
+		if o.killErr != nil {
+			return res, &ExecError{Result: res, Err: fmt.Errorf("%s%s: kill: %w", op, t.in(), o.killErr)}
+		}
+		return res, nil
+	}
+	return res, nil
+}
+
+var _ io.Writer = (*tailBuffer)(nil)

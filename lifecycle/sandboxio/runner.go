@@ -1,0 +1,406 @@
+package sandboxio
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	dockererrdefs "github.com/docker/docker/errdefs"
+	"github.com/docker/docker/pkg/stdcopy"
+)
+
+// TagEnv is the environment variable every exec carries, with a value unique to that exec.
+// Children inherit it, even across setsid or a double fork, which is how a timeout finds the
+// whole tree of processes to kill (see the package documentation).
+const TagEnv = "COMPOSEBOX_EXEC"
+
+const (
+	// killTimeout bounds one kill exec.
+	killTimeout = 10 * time.Second
+	// streamGrace is how long the output stream may stay open after the first kill. The
+	// engine itself closes it at most 2 s after the exec's main process exits, even if an
+	// escaped child still holds it.
+	streamGrace = 5 * time.Second
+	// inspectTimeout bounds the final ExecInspect and its polling.
+	inspectTimeout = 10 * time.Second
+	// stdinChunk is the size of the writes to the exec's stdin.
+	stdinChunk = 32 << 10
+)
+
+// newTag returns a fresh exec tag. Its length is fixed, so no tag is a prefix of another and
+// a substring match on /proc/<pid>/environ is exact.
+func newTag() string { return rand.Text() }
+
+// endReason is why the wait for an exec ended.
+type endReason int
+
+const (
+	endExited   endReason = iota // the output stream ended: the command finished by itself
+	endTimeout                   // the exec's own timeout passed
+	endCanceled                  // the caller's context ended
+	endKilled                    // Process.Kill
+	endSink                      // an output sink stopped reading (a limit, or its writer failed)
+	endStdin                     // the stdin source failed
+	endStream                    // the output stream broke
+)
+
+// runSpec is one exec as the engine sees it.
+type runSpec struct {
+	cmd     []string
+	env     []string // KEY=VALUE; the tag is added by start
+	user    string
+	workdir string
+	// stdin is nil for a closed stdin. A read error from it kills the command, so that a
+	// failed upload never looks like a complete one.
+	stdin io.Reader
+	// stdout and stderr receive the demultiplexed output, one Write per engine frame. A sink
+	// returns errStop to stop the stream, which kills the command.
+	stdout, stderr io.Writer
+	timeout        time.Duration
+	// stop, when closed, kills the command (Process.Kill).
+	stop <-chan struct{}
+	// halt is called once before a kill, so that sinks blocked on a slow consumer give up.
+	halt func()
+}
+
+// outcome is what happened to one exec.
+type outcome struct {
+	exitCode int
+	// started is false when the engine could not start the process at all (ExecInspect
+	// reports pid 0): startMsg then holds the engine's message, and no output is the
+	// command's.
+	started   bool
+	startMsg  string
+	startFail startFailure
+	end       endReason
+	// endErr is the error behind endSink, endStdin or endStream.
+	endErr error
+	// killErr is set when the processes could not be killed after a timeout or cancel.
+	killErr  error
+	duration time.Duration
+}
+
+// execution is a started exec.
+type execution struct {
+	t        Target
+	s        runSpec
+	tag      string
+	id       string
+	hr       types.HijackedResponse
+	out      *holdback
+	begin    time.Time
+	copyDone chan error
+	stdinErr chan error // the stdin source's failure; never the connection's
+	wg       sync.WaitGroup
+}
+
+// start creates and attaches the exec, which starts the command, then starts feeding stdin
+// and reading output concurrently, so that neither side can block the other at any size.
+func start(ctx context.Context, t Target, s runSpec, op string) (*execution, error) {
+	e := &execution{t: t, s: s, tag: newTag(), begin: time.Now(), copyDone: make(chan error, 1), stdinErr: make(chan error, 1)}
+	env := make([]string, 0, len(s.env)+1)
+	env = append(env, s.env...)
+	env = append(env, TagEnv+"="+e.tag)
+	created, err := t.Client.ContainerExecCreate(ctx, t.Container, container.ExecOptions{
+		User:         s.user,
+		WorkingDir:   s.workdir,
+		Env:          env,
+		Cmd:          s.cmd,
+		AttachStdin:  s.stdin != nil,
+		AttachStdout: true,
+		AttachStderr: true,
+	})
+	if err != nil {
+		return nil, t.engineError(ctx, op, err)
+	}
+	e.id = created.ID
+	e.hr, err = t.Client.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return nil, t.engineError(ctx, op, err)
+	}
+	e.out = &holdback{w: s.stdout}
+	if s.stdin != nil {
+		e.wg.Go(e.feed)
+	}
+	go func() {
+		_, err := stdcopy.StdCopy(e.out, s.stderr, e.hr.Reader)
+		e.copyDone <- err
+	}()
+	return e, nil
+}
+
+// feed copies stdin to the exec, then half-closes the connection so the command sees EOF.
+// A write error means the command stopped reading (it exited or closed stdin): that is the
+// command's business, not a failure. A read error from the source is reported, and the
+// connection is left open so the command never sees a clean EOF.
+func (e *execution) feed() {
+	buf := make([]byte, stdinChunk)
+	for {
+		n, rerr := e.s.stdin.Read(buf)
+		if n > 0 {
+			if _, werr := e.hr.Conn.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			_ = e.hr.CloseWrite()
+			return
+		}
+		if rerr != nil {
+			e.stdinErr <- rerr
+			return
+		}
+	}
+}
+
+// wait runs the exec to its end: the command finishing, its timeout, the caller's context, a
+// Kill, a sink that stops, or a failing stdin source. In every case but the first the whole
+// process tree is killed inside the container before wait returns. It returns an error only
+// when the engine fails or the container is unavailable.
+func (e *execution) wait(ctx context.Context, op string) (outcome, error) {
+	var o outcome
+	defer func() {
+		e.hr.Close()
+		e.wg.Wait()
+	}()
+	var deadline <-chan time.Time
+	if e.s.timeout > 0 {
+		tm := time.NewTimer(e.s.timeout)
+		defer tm.Stop()
+		deadline = tm.C
+	}
+	var copyErr error
+	copied := false
+	select {
+	case copyErr = <-e.copyDone:
+		copied = true
+	case <-deadline:
+		o.end = endTimeout
+	case <-ctx.Done():
+		o.end = endCanceled
+	case <-e.s.stop:
+		o.end = endKilled
+	case o.endErr = <-e.stdinErr:
+		o.end = endStdin
+	}
+	if !copied {
+		// A stream that ended at the same moment wins: the command finished by itself.
+		select {
+		case copyErr = <-e.copyDone:
+			copied = true
+			o.end, o.endErr = endExited, nil
+		default:
+		}
+	}
+	if copied && copyErr != nil {
+		if errors.Is(copyErr, errStop) {
+			o.end = endSink
+		} else {
+			o.end = endStream
+		}
+		o.endErr = copyErr
+	}
+
+	if o.end != endExited {
+		if e.s.halt != nil {
+			e.s.halt()
+		}
+		if copied {
+			// Nobody reads the stream any more. It must not stay open: Docker 20.10 handles
+			// a container's exec exits one at a time, and the exit of a process whose output
+			// is not being read blocks that queue, so the kill exec's own exit, and every
+			// other exec's in the container, would hang behind it.
+			e.hr.Close()
+		}
+		o.killErr = e.kill(ctx)
+		if !copied {
+			// The stream ends when the command is dead. Kill again until it does: the
+			// engine answers the attach before it has started the process, so a kill right
+			// after the start can run before there is anything to kill.
+			giveUp := time.Now().Add(streamGrace)
+			retry := 100 * time.Millisecond
+			for ended := false; !ended; {
+				tm := time.NewTimer(retry)
+				select {
+				case <-e.copyDone:
+					ended = true
+				case <-tm.C:
+					if time.Now().After(giveUp) {
+						// Something escaped the kill and holds the stream: stop reading it.
+						e.hr.Close()
+						<-e.copyDone
+						ended = true
+						break
+					}
+					o.killErr = e.kill(ctx)
+					retry = min(2*retry, time.Second)
+				}
+				tm.Stop()
+			}
+		}
+	}
+
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inspectTimeout)
+	defer cancel()
+	ins, err := e.inspect(ictx, o.end != endExited)
+	o.duration = time.Since(e.begin)
+	if err != nil {
+		if dockererrdefs.IsNotFound(err) || errors.Is(err, errContainerStopped) {
+			return o, e.t.unavailable(ictx, op, nil)
+		}
+		return o, e.t.engineError(ictx, op, err)
+	}
+	o.exitCode = ins.ExitCode
+	if ins.Running {
+		// Only after a kill that did not work (or a stream we had to abandon).
+		o.exitCode = -1
+		if o.killErr == nil && o.end != endExited {
+			o.killErr = errors.New("the command is still running after the kill")
+		}
+	}
+	o.started = ins.Pid != 0
+	if o.started {
+		if err := e.out.release(); err != nil && o.end == endExited {
+			o.end, o.endErr = endSink, err
+		}
+	} else {
+		o.startMsg = strings.TrimRight(string(e.out.take()), "\r\n")
+		o.startFail = classifyStart(o.startMsg)
+	}
+	// A command killed by a signal, a broken stream, a kill that failed, or a start failure
+	// the engine did not explain may all mean the container went away underneath: check, so
+	// that this is never mistaken for the command's own result (or for a timeout). A normal
+	// exit costs nothing extra.
+	suspect := o.end == endStream || o.killErr != nil ||
+		(o.end == endExited && (o.exitCode >= 128 || o.exitCode < 0)) ||
+		(!o.started && o.startFail == startOther)
+	if suspect {
+		// A container killed underneath ends its execs a few tens of milliseconds before the
+		// engine marks it stopped, and SIGKILL (137) is what they die of: watch its state for
+		// a moment then. Any other case is settled with one look.
+		watch := time.Duration(0)
+		if o.end == endStream || o.exitCode == 137 || o.exitCode < 0 {
+			watch = containerStopWatch
+		}
+		if stoppedWithin(ictx, e.t, watch) {
+			return o, e.t.unavailable(ictx, op, o.endErr)
+		}
+	}
+	return o, nil
+}
+
+// containerStopWatch is how long a SIGKILLed exec waits to learn whether its container died.
+const containerStopWatch = 250 * time.Millisecond
+
+// stoppedWithin reports whether the target's container is (or, within d, becomes) gone or
+// stopped. An engine error counts as running: the command's own result stands.
+func stoppedWithin(ctx context.Context, t Target, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		running, err := containerRunning(ctx, t)
+		if err == nil && !running {
+			return true
+		}
+		if err != nil || time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}
+
+// startFailure is why the engine could not start an exec's process.
+type startFailure int
+
+const (
+	startOK         startFailure = iota
+	startNotFound                // argv[0] does not exist (exit 127 by the contract)
+	startPermission              // argv[0] is not executable (exit 126)
+	startCwd                     // the working directory does not exist
+	startUser                    // the user or group is unknown
+	startOther
+)
+
+// classifyStart reads the engine's start error. Matching text is the only way: the engine
+// reports a failed exec start only as this message in the stream (with exit code 126 and pid
+// 0 for every cause). The patterns cover runc (Docker's default) and crun.
+func classifyStart(msg string) startFailure {
+	m := strings.ToLower(msg)
+	switch {
+	case strings.Contains(m, "unable to find user"), strings.Contains(m, "unable to find group"),
+		strings.Contains(m, "no matching entries in passwd"), strings.Contains(m, "no matching entries in group"):
+		return startUser
+	case strings.Contains(m, "chdir to cwd"), strings.Contains(m, "chdir"):
+		return startCwd
+	case strings.Contains(m, "executable file not found"), strings.Contains(m, "executable file `") && strings.Contains(m, "not found"),
+		strings.Contains(m, "exec: ") && strings.Contains(m, "no such file or directory"):
+		return startNotFound
+	case strings.Contains(m, "permission denied"):
+		return startPermission
+	default:
+		return startOther
+	}
+}
+
+// kill kills the exec's process tree, on a context of its own so that a cancelled caller
+// still gets its processes killed.
+func (e *execution) kill(ctx context.Context) error {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
+	defer cancel()
+	return killTree(kctx, e.t, e.s.user, e.tag, e.id)
+}
+
+var errContainerStopped = errors.New("container stopped while the exec was running")
+
+// inspect returns the exec's final state. The engine marks an exec finished before it closes
+// the output stream, so one call is the rule; it polls only in the rare case of a stream that
+// ended (or was closed by us) before the exit was recorded, and gives up when the container
+// itself has stopped, since the exec's exit is then never recorded.
+func (e *execution) inspect(ctx context.Context, killed bool) (container.ExecInspect, error) {
+	// After a kill the exit should be recorded at once; if it is not, the kill failed, and
+	// waiting longer only delays reporting that.
+	budget := 2 * time.Second
+	if killed {
+		budget = 300 * time.Millisecond
+	}
+	giveUp := time.Now().Add(budget)
+	delay := time.Millisecond
+	for i := 0; ; i++ {
+		ins, err := e.t.Client.ContainerExecInspect(ctx, e.id)
+		if err != nil || !ins.Running || time.Now().After(giveUp) {
+			return ins, err
+		}
+		if i == 3 {
+			if running, err := containerRunning(ctx, e.t); err == nil && !running {
+				return ins, errContainerStopped
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ins, ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 100*time.Millisecond)
+	}
+}
+
+// containerRunning reports whether the target's container exists and runs.
+func containerRunning(ctx context.Context, t Target) (bool, error) {
+	info, err := t.Client.ContainerInspect(ctx, t.Container)
+	if dockererrdefs.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return info.State != nil && info.State.Running && !info.State.Paused, nil
+}

@@ -1,0 +1,288 @@
+package sandboxio
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+func TestTailBufferKeepsTail(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, limit := range []int{1, 7, 64, 1000} {
+		for trial := range 200 {
+			b := newTailBuffer(limit, false)
+			var all []byte
+			for range r.IntN(20) {
+				p := make([]byte, r.IntN(3*limit+2))
+				for i := range p {
+					p[i] = byte(r.Uint32())
+				}
+				if n, err := b.Write(p); n != len(p) || err != nil {
+					t.Fatalf("write: %d, %v", n, err)
+				}
+				all = append(all, p...)
+			}
+			want := all[max(0, len(all)-limit):]
+			if got := b.Bytes(); !bytes.Equal(got, want) {
+				t.Fatalf("limit %d trial %d: kept %d bytes, want the last %d", limit, trial, len(got), len(want))
+			}
+			if b.total != int64(len(all)) || b.Truncated() != (len(all) > limit) {
+				t.Fatalf("limit %d: total %d truncated %t for %d bytes", limit, b.total, b.Truncated(), len(all))
+			}
+		}
+	}
+}
+
+func TestTailBufferStrict(t *testing.T) {
+	b := newTailBuffer(10, true)
+	if _, err := b.Write([]byte("12345")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Write([]byte("67890")); err != nil {
+		t.Fatal("exactly at the limit is fine:", err)
+	}
+	if _, err := b.Write([]byte("x")); !errors.Is(err, errStop) {
+		t.Fatalf("past the limit: %v", err)
+	}
+	if string(b.Bytes()) != "1234567890" || !b.Truncated() || b.total != 11 {
+		t.Fatalf("kept %q, total %d", b.Bytes(), b.total)
+	}
+	// A first write past the limit keeps its head.
+	b = newTailBuffer(4, true)
+	if _, err := b.Write([]byte("abcdefgh")); !errors.Is(err, errStop) || string(b.Bytes()) != "abcd" {
+		t.Fatalf("kept %q, %v", b.Bytes(), err)
+	}
+}
+
+func TestDecodeText(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                  "",
+		"plain":             "plain",
+		"é✓🚀":               "é✓🚀",
+		"a\xffb":            "a\uFFFDb",
+		"\xc0\x80":          "\uFFFD\uFFFD",
+		"\xe2\x9c":          "\uFFFD\uFFFD", // a character cut by truncation
+		"ok\x00nul":         "ok\x00nul",
+		"\uFFFD is literal": "\uFFFD is literal",
+	} {
+		if got := decodeText([]byte(in)); got != want {
+			t.Errorf("decodeText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestHoldback(t *testing.T) {
+	var out bytes.Buffer
+	h := &holdback{w: &out}
+	h.Write([]byte("engine message\r\n"))
+	if out.Len() != 0 {
+		t.Fatal("a possible engine message went through before the exec's fate was known")
+	}
+	if got := string(h.take()); got != "engine message\r\n" || out.Len() != 0 {
+		t.Fatalf("take: %q, out %q", got, out.String())
+	}
+
+	out.Reset()
+	h = &holdback{w: &out}
+	h.Write([]byte("line\r\n"))
+	h.Write([]byte("more"))
+	if out.String() != "line\r\nmore" {
+		t.Fatalf("held frame not passed on in order: %q", out.String())
+	}
+
+	out.Reset()
+	h = &holdback{w: &out}
+	h.Write([]byte("no crlf"))
+	if out.String() != "no crlf" {
+		t.Fatalf("ordinary first frame held: %q", out.String())
+	}
+	h = &holdback{w: &out}
+	h.Write([]byte("x\r\n"))
+	if err := h.release(); err != nil || !strings.HasSuffix(out.String(), "x\r\n") {
+		t.Fatalf("release: %q %v", out.String(), err)
+	}
+}
+
+func TestResolve(t *testing.T) {
+	for _, c := range []struct{ wd, p, want string }{
+		{"/workspace", "a.txt", "/workspace/a.txt"},
+		{"/workspace", "./a/../b", "/workspace/b"},
+		{"/workspace", "../etc/passwd", "/etc/passwd"},
+		{"/workspace", "../../../x", "/x"},
+		{"/workspace", "/abs//x/", "/abs/x"},
+		{"", "rel", "/rel"},
+		{"/w", "", ""},
+		{"/w", "with space/ü", "/w/with space/ü"},
+	} {
+		if got := (Target{WorkingDir: c.wd}).Resolve(c.p); got != c.want {
+			t.Errorf("Resolve(%q) in %q = %q, want %q", c.p, c.wd, got, c.want)
+		}
+	}
+}
+
+func TestClassifyStart(t *testing.T) {
+	for msg, want := range map[string]startFailure{
+		`OCI runtime exec failed: exec failed: unable to start container process: exec: "nope": executable file not found in $PATH: unknown`:                                startNotFound,
+		`OCI runtime exec failed: exec failed: unable to start container process: exec: "./x": stat ./x: no such file or directory: unknown`:                                startNotFound,
+		`OCI runtime exec failed: exec failed: unable to start container process: exec: "/etc/passwd": permission denied: unknown`:                                          startPermission,
+		`OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd ("/nonexist") set in config.json failed: no such file or directory: unknown`: startCwd,
+		`unable to find user bogus: no matching entries in passwd file`:                                                                                                     startUser,
+		`crun: executable file ` + "`nope`" + ` not found in $PATH: No such file or directory: OCI runtime attempted to invoke a command that was not found`:                startNotFound,
+		`something else entirely`: startOther,
+	} {
+		if got := classifyStart(msg); got != want {
+			t.Errorf("classifyStart(%q) = %d, want %d", msg, got, want)
+		}
+	}
+}
+
+func TestExactReader(t *testing.T) {
+	got, err := io.ReadAll(&exactReader{r: strings.NewReader("abcdef"), left: 4})
+	if err != nil || string(got) != "abcd" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	_, err = io.ReadAll(&exactReader{r: strings.NewReader("ab"), left: 4})
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("short source: %v", err)
+	}
+	_, err = io.ReadAll(&exactReader{r: iotest.ErrReader(errors.New("boom")), left: 4})
+	if err == nil || err.Error() != "boom" {
+		t.Fatalf("failing source: %v", err)
+	}
+}
+
+func TestLimitWriter(t *testing.T) {
+	var out bytes.Buffer
+	l := &limitWriter{w: &out, limit: 5}
+	if _, err := l.Write([]byte("abc")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Write([]byte("def")); !errors.Is(err, errStop) || !l.over || out.String() != "abcde" || l.n != 5 {
+		t.Fatalf("past limit: %v over %t out %q n %d", err, l.over, out.String(), l.n)
+	}
+	l = &limitWriter{w: &out, limit: -1}
+	if _, err := l.Write(make([]byte, 1<<20)); err != nil || l.over {
+		t.Fatalf("no limit: %v", err)
+	}
+}
+
+// tarOf builds a tar stream from headers; a regular file's body is its name.
+func tarOf(t *testing.T, hs ...tar.Header) io.Reader {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, h := range hs {
+		body := []byte(nil)
+		if h.Typeflag == tar.TypeReg {
+			body = []byte(h.Name)
+			h.Size = int64(len(body))
+		}
+		if h.Mode == 0 {
+			h.Mode = 0o644
+		}
+		if err := tw.WriteHeader(&h); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write(body)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return &buf
+}
+
+func TestExtractTarStaysInside(t *testing.T) {
+	attacks := map[string][]tar.Header{
+		"dotdot":           {{Name: "../escape", Typeflag: tar.TypeReg}},
+		"dotdot-in-middle": {{Name: "a/../../escape", Typeflag: tar.TypeReg}},
+		"absolute":         {{Name: "/tmp/escape-abs", Typeflag: tar.TypeReg}},
+		"symlink-dir-then-file": {
+			{Name: "link", Typeflag: tar.TypeSymlink, Linkname: "../outside"},
+			{Name: "link/escape", Typeflag: tar.TypeReg},
+		},
+		"absolute-symlink-dir-then-file": {
+			{Name: "abslink", Typeflag: tar.TypeSymlink, Linkname: "/"},
+			{Name: "abslink/tmp/escape", Typeflag: tar.TypeReg},
+		},
+		"symlink-dir-then-dir": {
+			{Name: "link", Typeflag: tar.TypeSymlink, Linkname: "../outside"},
+			{Name: "link/newdir/", Typeflag: tar.TypeDir, Mode: 0o755},
+		},
+		"hardlink-out": {{Name: "hl", Typeflag: tar.TypeLink, Linkname: "../outside/victim"}},
+		"hardlink-abs": {{Name: "hl", Typeflag: tar.TypeLink, Linkname: "/etc/passwd"}},
+		"hardlink-through-symlink": {
+			{Name: "link", Typeflag: tar.TypeSymlink, Linkname: "../outside"},
+			{Name: "hl", Typeflag: tar.TypeLink, Linkname: "link/victim"},
+		},
+	}
+	for name, hs := range attacks {
+		t.Run(name, func(t *testing.T) {
+			base := t.TempDir()
+			dst := filepath.Join(base, "dst")
+			outside := filepath.Join(base, "outside")
+			for _, d := range []string{dst, outside} {
+				if err := os.Mkdir(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			victim := filepath.Join(outside, "victim")
+			if err := os.WriteFile(victim, []byte("untouched"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			err := extractTar(tarOf(t, hs...), dst)
+			if err == nil {
+				t.Fatal("an escaping tar was extracted without error")
+			}
+			// Nothing new outside dst, and the victim is intact.
+			entries, _ := os.ReadDir(outside)
+			if len(entries) != 1 {
+				t.Fatalf("outside now holds %d entries", len(entries))
+			}
+			if b, _ := os.ReadFile(victim); string(b) != "untouched" {
+				t.Fatalf("victim changed: %q", b)
+			}
+			top, _ := os.ReadDir(base)
+			if len(top) != 2 {
+				t.Fatalf("base now holds %d entries", len(top))
+			}
+			if _, err := os.Lstat("/tmp/escape-abs"); err == nil {
+				t.Fatal("/tmp/escape-abs was created")
+			}
+		})
+	}
+}
+
+func TestExtractTarNormal(t *testing.T) {
+	dst := t.TempDir()
+	err := extractTar(tarOf(t,
+		tar.Header{Name: "d/", Typeflag: tar.TypeDir, Mode: 0o750},
+		tar.Header{Name: "d/f.txt", Typeflag: tar.TypeReg, Mode: 0o640},
+		tar.Header{Name: "d/sub/g.txt", Typeflag: tar.TypeReg},
+		tar.Header{Name: "d/rel-link", Typeflag: tar.TypeSymlink, Linkname: "f.txt"},
+		tar.Header{Name: "d/hard", Typeflag: tar.TypeLink, Linkname: "d/f.txt"},
+		tar.Header{Name: "d/suid", Typeflag: tar.TypeReg, Mode: 0o4755},
+	), dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]string{"d/f.txt": "d/f.txt", "d/sub/g.txt": "d/sub/g.txt", "d/rel-link": "d/f.txt", "d/hard": "d/f.txt"} {
+		if b, err := os.ReadFile(filepath.Join(dst, p)); err != nil || string(b) != want {
+			t.Errorf("%s: %q, %v", p, b, err)
+		}
+	}
+	fi, _ := os.Stat(filepath.Join(dst, "d"))
+	if fi.Mode().Perm() != 0o750 {
+		t.Errorf("dir mode %v", fi.Mode())
+	}
+	fi, _ = os.Stat(filepath.Join(dst, "d/suid"))
+	if fi.Mode()&os.ModeSetuid != 0 {
+		t.Error("setuid bit kept")
+	}
+}
