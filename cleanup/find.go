@@ -13,7 +13,8 @@ import (
 )
 
 // ProjectsOf names every composebox project of task owned by owner, from its containers,
-// networks and volumes, so that a project with only a leftover network is found too.
+// networks and volumes, so that a project with only a leftover network is found too. A project
+// handed over as detached (MarkDetached) is no longer the owner's and is left out.
 func ProjectsOf(ctx context.Context, c client.APIClient, task, owner string) ([]string, error) {
 	f := filters.NewArgs(
 		filters.Arg("label", ManagedFilter),
@@ -43,6 +44,13 @@ func ProjectsOf(ctx context.Context, c client.APIClient, task, owner string) ([]
 		seen[x.Labels[ProjectLabel]] = true
 	}
 	delete(seen, "")
+	detached, err := detachedProjects(ctx, c, task)
+	if err != nil {
+		return nil, fmt.Errorf("find projects of task %s: %w", task, err)
+	}
+	for p := range detached {
+		delete(seen, p)
+	}
 	out := make([]string, 0, len(seen))
 	for p := range seen {
 		out = append(out, p)

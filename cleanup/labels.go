@@ -6,8 +6,6 @@ package cleanup
 import (
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 )
 
@@ -54,21 +52,6 @@ func SelfOwner() string {
 // ProcessStartTime returns the start time of pid in clock ticks since boot (field 22 of
 // /proc/<pid>/stat).
 func ProcessStartTime(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) is in parentheses and may hold spaces or ')', so count fields
-	// from the last ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("parse /proc/%d/stat: no command field", pid)
-	}
-	fields := strings.Fields(s[i+1:])
-	// fields[0] is field 3 (state), so field 22 is fields[19].
-	if len(fields) < 20 {
-		return 0, fmt.Errorf("parse /proc/%d/stat: %d fields", pid, len(fields))
-	}
-	return strconv.ParseUint(fields[19], 10, 64)
+	_, start, err := processStat(pid)
+	return start, err
 }

@@ -3,11 +3,13 @@ package cleanup
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
@@ -23,8 +25,13 @@ type RemoveOptions struct {
 	// Grace is how long a container may take to stop after SIGTERM before it is killed.
 	// Zero means DefaultGrace; a negative value kills at once.
 	Grace time.Duration
-	// Parallel bounds concurrent removals of one kind (default 8).
+	// Parallel bounds concurrent removals of one kind within a project (default 8).
 	Parallel int
+	// Projects bounds how many projects Remove and RemoveProjects remove at once (default 4).
+	Projects int
+	// Timeout bounds the removal of one project, which runs on a context detached from the
+	// caller's so that a cancelled caller does not leave a project half removed (default 2 min).
+	Timeout time.Duration
 }
 
 // DefaultGrace is the sandbox stop grace: with init as PID 1, a keep-alive process exits on
@@ -36,6 +43,9 @@ type Removed struct {
 	Containers int `json:"containers"`
 	Networks   int `json:"networks"`
 	Volumes    int `json:"volumes"`
+	// Images counts per-sample images: images labelled with the project. composebox builds
+	// task images once per task, unlabelled with any project, so this is normally zero.
+	Images int `json:"images,omitempty"`
 }
 
 // ProjectFilter selects the composebox resources of one project.
@@ -44,8 +54,9 @@ func ProjectFilter(project string) filters.Args {
 }
 
 // RemoveProject removes every container, then network, then volume of a composebox project,
-// found by labels alone. What is already gone counts as removed; every other failure is
-// collected into one error. It is safe to call twice and on a project that never existed.
+// found by labels alone, and last the images labelled with the project (per-sample images).
+// What is already gone counts as removed; every other failure is collected into one error. It
+// is safe to call twice and on a project that never existed.
 func RemoveProject(ctx context.Context, c client.APIClient, project string, opts RemoveOptions) (Removed, error) {
 	var (
 		mu   sync.Mutex
@@ -127,7 +138,36 @@ func RemoveProject(ctx context.Context, c client.APIClient, project string, opts
 		})
 	}
 	_ = g.Wait()
+
+	imgs, err := c.ImageList(ctx, image.ListOptions{Filters: f})
+	if err != nil {
+		fail(fmt.Errorf("remove project %s: list images: %w", project, err))
+	}
+	for _, img := range imgs {
+		g.Go(func() error {
+			// Forced: the image belongs to this project alone, whose containers are gone, and
+			// a forced removal drops every tag at once.
+			_, err := c.ImageRemove(ctx, img.ID, image.RemoveOptions{Force: true, PruneChildren: true})
+			if err != nil && !client.IsErrNotFound(err) {
+				fail(fmt.Errorf("remove image %s of %s: %w", shortID(img.ID), project, err))
+				return nil
+			}
+			mu.Lock()
+			out.Images++
+			mu.Unlock()
+			return nil
+		})
+	}
+	_ = g.Wait()
 	return out, errs.ErrorOrNil()
+}
+
+func shortID(id string) string {
+	id = strings.TrimPrefix(id, "sha256:")
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }
 
 func removeContainer(ctx context.Context, c client.APIClient, id, state string, grace time.Duration) error {
@@ -151,4 +191,69 @@ func name(ctr container.Summary) string {
 		return ctr.Names[0][1:]
 	}
 	return ctr.ID[:12]
+}
+
+// DefaultRemoveTimeout bounds the removal of one project when RemoveOptions.Timeout is zero.
+const DefaultRemoveTimeout = 2 * time.Minute
+
+// Result is the outcome of removing one project.
+type Result struct {
+	Project
+	Removed Removed `json:"removed"`
+	// Err is why the project could not be removed completely (nil when it was).
+	Err error `json:"-"`
+}
+
+// Remove removes every project sel selects (see Plan), in parallel with a bound, and returns one
+// Result per project. Each removal runs on a context detached from ctx with its own deadline:
+// once ctx is done no further project is started, but those started are finished. Failures are
+// collected into one error; what was already gone counts as removed, so a second Remove of the
+// same selection is a no-op.
+func Remove(ctx context.Context, c client.APIClient, sel Selector, opts RemoveOptions) ([]Result, error) {
+	projects, err := Plan(ctx, c, sel)
+	if err != nil {
+		return nil, fmt.Errorf("cleanup: %w", err)
+	}
+	return RemoveProjects(ctx, c, projects, opts)
+}
+
+// RemoveProjects removes projects as Remove does.
+func RemoveProjects(ctx context.Context, c client.APIClient, projects []Project, opts RemoveOptions) ([]Result, error) {
+	if opts.Projects <= 0 {
+		opts.Projects = 4
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultRemoveTimeout
+	}
+	results := make([]Result, len(projects))
+	var g errgroup.Group
+	g.SetLimit(opts.Projects)
+	for i, p := range projects {
+		results[i].Project = p
+		if ctx.Err() != nil {
+			results[i].Err = fmt.Errorf("remove project %s: %w", p.Name, ctx.Err())
+			continue
+		}
+		g.Go(func() error {
+			if ctx.Err() != nil {
+				results[i].Err = fmt.Errorf("remove project %s: %w", p.Name, ctx.Err())
+				return nil
+			}
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.Timeout)
+			defer cancel()
+			results[i].Removed, results[i].Err = RemoveProject(rctx, c, p.Name, opts)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	var errs *multierror.Error
+	for _, r := range results {
+		if r.Err != nil {
+			errs = multierror.Append(errs, r.Err)
+		}
+	}
+	if err := errs.ErrorOrNil(); err != nil {
+		return results, fmt.Errorf("cleanup: %w", err)
+	}
+	return results, nil
 }

@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -127,7 +126,7 @@ func New(opts ...Option) (*Orchestrator, error) {
 		}
 	}
 	if cfg.stateDir == "" {
-		cfg.stateDir = defaultStateDir()
+		cfg.stateDir = cleanup.DefaultStateDir()
 	}
 	o := &Orchestrator{cfg: cfg, owner: cleanup.SelfOwner(), sampleSlots: make(chan struct{}, cfg.maxStarts)}
 	o.client = cfg.client
@@ -145,16 +144,6 @@ func New(opts ...Option) (*Orchestrator, error) {
 	}
 	o.engine = e
 	return o, nil
-}
-
-func defaultStateDir() string {
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
-		return filepath.Join(d, "composebox")
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".local", "share", "composebox")
-	}
-	return filepath.Join(os.TempDir(), "composebox")
 }
 
 // Client is the Engine API client the orchestrator uses.

@@ -230,12 +230,16 @@ func (t *Task) requireImage(ctx context.Context, ref, why string) error {
 // with a deadline, so a cancelled ctx still cleans up. Samples cannot start afterwards.
 func (t *Task) Cleanup(ctx context.Context) error {
 	t.mu.Lock()
+	first := !t.closed
 	t.closed = true
 	samples := make([]*Sample, 0, len(t.samples))
 	for _, s := range t.samples {
 		samples = append(samples, s)
 	}
 	t.mu.Unlock()
+	if first {
+		defer t.o.endTracking(t.name)
+	}
 	var errs *multierror.Error
 	var wg sync.WaitGroup
 	var mu sync.Mutex

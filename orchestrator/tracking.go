@@ -1,15 +1,288 @@
 package orchestrator
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
 
-// Tracking hooks: issue #6 fills these in (state file, reaper, stale sweep, detach).
+	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/compose"
+)
 
-// startTracking runs once per TaskInit, before anything is created: the stale sweep of the
-// task's name and the reaper's start, when configured.
-func (o *Orchestrator) startTracking(ctx context.Context, task string) error { return nil }
+// Tracking (issue #6). Every resource of a sample carries the owner label of the process that
+// created it (host:pid:start-time), so a fresh process can tell a crashed run's leftovers
+// (stale) from live ones. On top of that:
+//   - a state cache (cleanup.Cache under the state dir) records held tasks and live samples;
+//   - WithSweepStale removes stale projects of a task's name at TaskInit;
+//   - WithReaper starts a watchdog process that removes this process's projects if it dies
+//     without cleaning up;
+//   - Sample.Detach hands a sample over, as `composebox up` does once it is ready.
 
-// track records a sample in the state cache before its project is created.
-func (o *Orchestrator) track(s *Sample) error { return nil }
+// WithReaper starts, at the first TaskInit, a watchdog process that removes this process's
+// projects within seconds of its death if it dies without cleaning them up (kill -9, a crash,
+// an os.Exit). The watchdog is this program's own executable, re-run in its own session with
+// its standard streams on /dev/null (see the package's init); it is not a container, needs no
+// socket mount, and only ever removes projects whose owner label is exactly this process's.
+// A process starts at most one watchdog, however many orchestrators it makes.
+//
+// The watchdog works by re-executing os.Executable(): a program that clears its environment or
+// whose executable is replaced on disk gets no watchdog.
+func WithReaper() Option {
+	return func(c *config) error { c.reaper = true; return nil }
+}
+
+// WithSweepStale removes, at each TaskInit, the stale projects of the task's name: those whose
+// owner process is dead. Detached samples and samples of live processes are left alone. A
+// failed sweep is logged, and does not fail TaskInit.
+func WithSweepStale() Option {
+	return func(c *config) error { c.sweepStale = true; return nil }
+}
+
+// startTracking runs once per TaskInit, before anything is created: the reaper's start, the
+// task hold in the state cache, and the stale sweep of the task's name, when configured.
+func (o *Orchestrator) startTracking(ctx context.Context, task string) error {
+	if o.cfg.reaper {
+		// The watchdog reaches the engine the way this process's environment says; a client
+		// given with WithClient may point elsewhere, so pass its host on.
+		host := ""
+		if o.cfg.client != nil {
+			host = o.client.DaemonHost()
+		}
+		if err := startReaper(ctx, o.owner, host); err != nil {
+			return err
+		}
+	}
+	holdTask(o.cfg.stateDir, task)
+	if err := o.cache().PutTask(cleanup.TaskRecord{Task: task, Owner: o.owner, Created: time.Now().UTC()}); err != nil {
+		o.cfg.log.Warn("state cache: record task", "task", task, "err", err)
+	}
+	if o.cfg.sweepStale {
+		res, err := cleanup.Remove(ctx, o.client, cleanup.Selector{Stale: true, Task: task}, cleanup.RemoveOptions{})
+		for _, r := range res {
+			if r.Err == nil {
+				o.cfg.log.Info("removed stale project", "project", r.Name, "owner", r.Owner)
+				_ = o.cache().DeleteSample(r.Name)
+			}
+		}
+		if err != nil {
+			o.cfg.log.Warn("sweep stale projects", "task", task, "err", err)
+		}
+	}
+	return nil
+}
+
+// endTracking forgets this process's hold on task once its last Task of that name is cleaned
+// up, so that image hygiene may remove the task's images.
+func (o *Orchestrator) endTracking(task string) {
+	if releaseTask(o.cfg.stateDir, task) {
+		if err := o.cache().DeleteTask(task, o.owner); err != nil {
+			o.cfg.log.Warn("state cache: forget task", "task", task, "err", err)
+		}
+	}
+}
+
+// track records a sample in the state cache before its project is created. The cache is only a
+// cache: a failure to write it is logged, and does not fail the sample.
+func (o *Orchestrator) track(s *Sample) error {
+	r := cleanup.SampleRecord{
+		Project: s.project, Task: s.task.name, Sample: s.id, Owner: o.owner,
+		Config: configOf(s.task.resolution), Created: s.created.UTC(),
+	}
+	if err := o.cache().PutSample(r); err != nil {
+		o.cfg.log.Warn("state cache: record sample", "project", s.project, "err", err)
+	}
+	return nil
+}
 
 // untrack forgets a sample whose project was removed.
-func (o *Orchestrator) untrack(s *Sample) {}
+func (o *Orchestrator) untrack(s *Sample) {
+	if err := o.cache().DeleteSample(s.project); err != nil {
+		o.cfg.log.Warn("state cache: forget sample", "project", s.project, "err", err)
+	}
+}
+
+func (o *Orchestrator) cache() *cleanup.Cache { return cleanup.OpenCache(o.cfg.stateDir) }
+
+// Detach hands the sample over, as `composebox up` does once its sample is ready: the sample
+// stops being this process's, so it is never stale, neither the reaper nor Task.Cleanup
+// removes it, and only an explicit removal does (Sample.Cleanup, `composebox down`,
+// `composebox cleanup PROJECT` or `cleanup --all`). Engine labels cannot change, so the hand
+// over is a marker volume in the project (cleanup.MarkDetached). It is idempotent.
+func (s *Sample) Detach(ctx context.Context) error {
+	o := s.o
+	task, config := "", ""
+	if s.task != nil {
+		task, config = s.task.name, configOf(s.task.resolution)
+	}
+	if err := cleanup.MarkDetached(ctx, o.client, s.project, task, s.id); err != nil {
+		return fmt.Errorf("detach sample %s: %w", s.id, err)
+	}
+	if s.task != nil {
+		s.task.unregister(s)
+	}
+	r := cleanup.SampleRecord{
+		Project: s.project, Task: task, Sample: s.id, Owner: cleanup.OwnerDetached,
+		Config: config, Created: s.created.UTC(),
+	}
+	if err := o.cache().PutSample(r); err != nil {
+		o.cfg.log.Warn("state cache: record sample", "project", s.project, "err", err)
+	}
+	o.emit(Event{Kind: EventSampleDetached, Task: task, Sample: s.id, Project: s.project})
+	return nil
+}
+
+// EventSampleDetached: Sample.Detach handed the sample over.
+const EventSampleDetached EventKind = "sample_detached"
+
+// configOf names a task's config for the state cache.
+func configOf(res *compose.Resolution) string {
+	switch {
+	case res == nil:
+		return ""
+	case len(res.Files) > 0:
+		return strings.Join(res.Files, ",")
+	case res.Dockerfile != "":
+		return res.Dockerfile
+	case res.Source == compose.SourceDefault:
+		return "image " + res.Image
+	default:
+		return string(res.Source)
+	}
+}
+
+// Task holds, counted per state dir and task name: the state cache's record is per process, and
+// a process may hold one task name through several Tasks.
+var (
+	holdsMu sync.Mutex
+	holds   = map[[2]string]int{}
+)
+
+func holdTask(dir, task string) {
+	holdsMu.Lock()
+	holds[[2]string{dir, task}]++
+	holdsMu.Unlock()
+}
+
+// releaseTask reports whether that was the last hold.
+func releaseTask(dir, task string) bool {
+	holdsMu.Lock()
+	defer holdsMu.Unlock()
+	k := [2]string{dir, task}
+	if holds[k] == 0 {
+		return false
+	}
+	holds[k]--
+	if holds[k] > 0 {
+		return false
+	}
+	delete(holds, k)
+	return true
+}
+
+// The watchdog is this program re-executed (like moby's reexec), in two stages so that it is
+// nobody's child: the owner starts a short-lived "spawn" stage and waits for it; that stage
+// starts the "watch" stage in a new session and exits at once, so the watchdog is re-parented
+// to init and no goroutine of the owner waits on it.
+const (
+	reaperOwnerEnv = "COMPOSEBOX_REAPER_OWNER"
+	reaperStageEnv = "COMPOSEBOX_REAPER_STAGE"
+)
+
+var (
+	reaperMu      sync.Mutex
+	reaperStarted bool
+)
+
+// startReaper starts the watchdog for owner, once per process. A non-empty dockerHost overrides
+// DOCKER_HOST in its environment.
+func startReaper(ctx context.Context, owner, dockerHost string) error {
+	reaperMu.Lock()
+	defer reaperMu.Unlock()
+	if reaperStarted {
+		return nil
+	}
+	env := withoutReaperEnv(os.Environ())
+	if dockerHost != "" {
+		env = append(env, "DOCKER_HOST="+dockerHost)
+	}
+	if err := spawnStage(ctx, owner, "spawn", env); err != nil {
+		return fmt.Errorf("start reaper: %w", err)
+	}
+	reaperStarted = true
+	return nil
+}
+
+// spawnStage runs this executable with env as the given stage of the watchdog for owner: the
+// spawn stage is waited for; the watch stage is started in a new session with its standard
+// streams on /dev/null, and left to run.
+func spawnStage(ctx context.Context, owner, stage string, env []string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, exe)
+	cmd.Dir = "/"
+	cmd.Env = append(env, reaperOwnerEnv+"="+owner, reaperStageEnv+"="+stage)
+	if stage == "watch" {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		return cmd.Start() // the spawn stage exits right after: nothing waits on the watchdog
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s stage: %w: %s", stage, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func withoutReaperEnv(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, reaperOwnerEnv+"=") && !strings.HasPrefix(kv, reaperStageEnv+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// init turns this process into a stage of the watchdog when it was started as one. It runs
+// before main (or before the tests), in every program that links the orchestrator.
+func init() {
+	owner, ok := os.LookupEnv(reaperOwnerEnv)
+	if !ok {
+		return
+	}
+	stage := os.Getenv(reaperStageEnv)
+	_ = os.Unsetenv(reaperOwnerEnv)
+	_ = os.Unsetenv(reaperStageEnv)
+	// A stray variable in a user's environment must not hijack a program: act only for an
+	// owner of this host.
+	o, err := cleanup.ParseOwner(owner)
+	if host, _ := os.Hostname(); err != nil || o.Host != host {
+		return
+	}
+	switch stage {
+	case "spawn":
+		if err := spawnStage(context.Background(), owner, "watch", os.Environ()); err != nil {
+			fmt.Fprintln(os.Stderr, err) // the owner reports it
+			os.Exit(1)
+		}
+		os.Exit(0)
+	case "watch":
+		os.Exit(runReaper(owner))
+	}
+}
+
+// runReaper is the watchdog's main: it survives the owner's terminal going away, and exits once
+// it has cleaned up after the owner's death.
+func runReaper(owner string) int {
+	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
+	if _, err := cleanup.Reap(context.Background(), owner, cleanup.ReapOptions{}); err != nil {
+		return 1
+	}
+	return 0
+}

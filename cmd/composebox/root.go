@@ -67,6 +67,9 @@ func newRootCmd(g *globals) *cobra.Command {
 		newRunCmd(g),
 		newExecCmd(g),
 		newCpCmd(g),
+		newLsCmd(g),
+		newCleanupCmd(g),
+		newReapCmd(g),
 	)
 	for _, c := range root.Commands() {
 		wrapArgs(c)

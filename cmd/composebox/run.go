@@ -13,6 +13,7 @@ type runOptions struct {
 	Task    string
 	Timeout time.Duration
 	Ready   time.Duration
+	Reaper  bool
 }
 
 func newRunCmd(g *globals) *cobra.Command {
@@ -39,11 +40,12 @@ service with its output streamed, removes the sample (also on Ctrl-C), and exits
 	cmd.Flags().StringVar(&opts.Task, "task", "", "task name (default: the directory's name)")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 0, "kill the command after this long (exit 124)")
 	cmd.Flags().DurationVar(&opts.Ready, "ready-timeout", 0, "readiness budget (default: derived from the healthchecks)")
+	cmd.Flags().BoolVar(&opts.Reaper, "reaper", false, "start a watchdog that removes the sample if composebox dies without cleaning up")
 	return cmd
 }
 
 func runRun(ctx context.Context, g *globals, path string, argv []string, opts runOptions) (err error) {
-	o, err := orchestrator.New(orchestrator.WithLogger(g.log), orchestrator.WithObserver(g.progress()))
+	o, err := g.orchestrator(opts.Reaper)
 	if err != nil {
 		return err
 	}

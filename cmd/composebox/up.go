@@ -15,6 +15,7 @@ import (
 type upOptions struct {
 	Task    string
 	Timeout time.Duration
+	Reaper  bool
 }
 
 func newUpCmd(g *globals) *cobra.Command {
@@ -36,6 +37,7 @@ running; remove it with 'composebox down PROJECT'. Prints the project name (with
 	}
 	cmd.Flags().StringVar(&opts.Task, "task", "", "task name (default: the directory's name)")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 0, "readiness budget (default: derived from the healthchecks)")
+	cmd.Flags().BoolVar(&opts.Reaper, "reaper", false, "start a watchdog that removes the sample if composebox dies before it is ready")
 	return cmd
 }
 
@@ -54,7 +56,7 @@ type upServiceJSON struct {
 
 func runUp(cmd *cobra.Command, g *globals, path string, opts upOptions) error {
 	ctx := cmd.Context()
-	o, err := orchestrator.New(orchestrator.WithLogger(g.log), orchestrator.WithObserver(g.progress()))
+	o, err := g.orchestrator(opts.Reaper)
 	if err != nil {
 		return err
 	}
@@ -67,6 +69,11 @@ func runUp(cmd *cobra.Command, g *globals, path string, opts upOptions) error {
 	if err != nil {
 		return err
 	}
+	// Hand the sample over: it outlives this process and is never stale.
+	if err := sample.Detach(ctx); err != nil {
+		_ = sample.Cleanup(ctx)
+		return err
+	}
 	res := upResult{Project: sample.Project()}
 	for _, sb := range sample.Sandboxes() {
 		res.Services = append(res.Services, upServiceJSON{Name: sb.Service(), Container: sb.ContainerName(), Default: sb.IsDefault(), WorkingDir: sb.WorkingDir()})
@@ -76,6 +83,15 @@ func runUp(cmd *cobra.Command, g *globals, path string, opts upOptions) error {
 	}
 	_, err = fmt.Fprintln(g.stdout, res.Project)
 	return err
+}
+
+// orchestrator is the library as the CLI verbs use it.
+func (g *globals) orchestrator(reaper bool) (*orchestrator.Orchestrator, error) {
+	opts := []orchestrator.Option{orchestrator.WithLogger(g.log), orchestrator.WithObserver(g.progress())}
+	if reaper {
+		opts = append(opts, orchestrator.WithReaper())
+	}
+	return orchestrator.New(opts...)
 }
 
 // progress renders lifecycle events on stderr when it is a terminal, and nothing otherwise.

@@ -1,0 +1,218 @@
+package cleanup
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/errdefs"
+	"github.com/hashicorp/go-multierror"
+)
+
+// ImageOptions tunes PruneImages. The zero value considers every task's images.
+type ImageOptions struct {
+	// Task limits image hygiene to one task's images.
+	Task string
+	// Cache, when set, keeps the images of tasks that a live process holds (TaskInit done,
+	// Cleanup not yet), even while it has no sample running.
+	Cache *Cache
+	// DryRun reports what would be removed, with estimated sizes, and removes nothing.
+	DryRun bool
+}
+
+// Image is one image that image hygiene removed or kept.
+type Image struct {
+	ID   string   `json:"id"`
+	Tags []string `json:"tags"`
+	Task string   `json:"task"`
+	// Size is what the image alone takes (an estimate from its history: layers it shares with
+	// a tagged parent, such as the base image, are not counted).
+	Size int64 `json:"size"`
+	// Reason says why a kept image was kept.
+	Reason string `json:"reason,omitempty"`
+}
+
+// ImageReport is the outcome of PruneImages.
+type ImageReport struct {
+	Removed []Image `json:"removed"`
+	Kept    []Image `json:"kept,omitempty"`
+	// BytesReclaimed is the space the engine freed (with DryRun: the estimate).
+	BytesReclaimed int64 `json:"bytes_reclaimed"`
+}
+
+// PruneImages removes the images composebox built for tasks that have no live project: images
+// labelled dev.composebox.managed=true with a non-empty task label, never composebox's own
+// images (the base image, whose task label is empty). A task is live while it has a project that is
+// not stale (alive, detached, or owned on another host), or while a live process holds it in
+// opts.Cache. An image still used by a container (a stale project's, say) is kept and reported:
+// remove the stale projects first. The removal is the engine's image prune, per task, so the
+// bytes reported are the engine's own count.
+func PruneImages(ctx context.Context, c client.APIClient, opts ImageOptions) (ImageReport, error) {
+	rep := ImageReport{Removed: []Image{}}
+	f := filters.NewArgs(filters.Arg("label", ManagedFilter))
+	if opts.Task != "" {
+		f.Add("label", LabelTask+"="+opts.Task)
+	}
+	imgs, err := c.ImageList(ctx, image.ListOptions{Filters: f})
+	if err != nil {
+		return rep, fmt.Errorf("prune images: list: %w", err)
+	}
+	live, err := liveTasks(ctx, c, opts.Cache)
+	if err != nil {
+		return rep, fmt.Errorf("prune images: %w", err)
+	}
+	ctrs, err := c.ContainerList(ctx, container.ListOptions{All: true})
+	if err != nil {
+		return rep, fmt.Errorf("prune images: list containers: %w", err)
+	}
+	usedBy := map[string]string{}
+	for _, x := range ctrs {
+		usedBy[x.ImageID] = name(x)
+	}
+
+	byTask := map[string][]Image{}
+	for _, img := range imgs {
+		// composebox's own images (the base image) have an empty task label. LabelImage cannot
+		// tell them apart: an image built FROM the base image inherits its labels.
+		task := img.Labels[LabelTask]
+		if task == "" {
+			continue
+		}
+		tags := slices.DeleteFunc(slices.Clone(img.RepoTags), func(t string) bool { return t == "<none>:<none>" })
+		im := Image{ID: img.ID, Tags: tags, Task: task, Size: img.Size}
+		switch {
+		case live[task] != "":
+			im.Reason = live[task]
+		case usedBy[img.ID] != "":
+			im.Reason = fmt.Sprintf("used by container %s (remove its project first, e.g. cleanup --stale)", usedBy[img.ID])
+		}
+		if im.Reason != "" {
+			rep.Kept = append(rep.Kept, im)
+			continue
+		}
+		if size, err := uniqueSize(ctx, c, img.ID); err == nil {
+			im.Size = size
+		}
+		byTask[task] = append(byTask[task], im)
+	}
+
+	tasks := sortedKeys(setOf(byTask))
+	if opts.DryRun {
+		for _, t := range tasks {
+			for _, im := range byTask[t] {
+				rep.Removed = append(rep.Removed, im)
+				rep.BytesReclaimed += im.Size
+			}
+		}
+		return rep, nil
+	}
+	var errs *multierror.Error
+	for _, t := range tasks {
+		report, err := pruneTask(ctx, c, t)
+		if err != nil {
+			errs = multierror.Append(errs, err)
+			continue
+		}
+		rep.BytesReclaimed += int64(report.SpaceReclaimed)
+		deleted := map[string]bool{}
+		for _, d := range report.ImagesDeleted {
+			if d.Deleted != "" {
+				deleted[d.Deleted] = true
+			}
+		}
+		for _, im := range byTask[t] {
+			if deleted[im.ID] {
+				rep.Removed = append(rep.Removed, im)
+			} else {
+				im.Reason = "in use"
+				rep.Kept = append(rep.Kept, im)
+			}
+		}
+	}
+	if err := errs.ErrorOrNil(); err != nil {
+		return rep, fmt.Errorf("prune images: %w", err)
+	}
+	return rep, nil
+}
+
+// liveTasks maps each live task to why it is live.
+func liveTasks(ctx context.Context, c client.APIClient, cache *Cache) (map[string]string, error) {
+	live := map[string]string{}
+	projects, err := List(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range projects {
+		if !p.Stale && live[p.Task] == "" {
+			live[p.Task] = fmt.Sprintf("task has a %s project, %s", p.Status, p.Name)
+		}
+	}
+	if cache != nil {
+		holds, err := cache.Tasks()
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range holds {
+			if OwnerStatus(h.Owner) != StatusStale && live[h.Task] == "" {
+				live[h.Task] = "task is held by process " + h.Owner
+			}
+		}
+	}
+	return live, nil
+}
+
+// pruneTask has the engine prune task's unused images. The engine runs one prune at a time and
+// refuses a concurrent one with a conflict, so that is retried for a while.
+func pruneTask(ctx context.Context, c client.APIClient, task string) (image.PruneReport, error) {
+	f := filters.NewArgs(
+		filters.Arg("dangling", "false"),
+		filters.Arg("label", ManagedFilter),
+		filters.Arg("label", LabelTask+"="+task),
+	)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rep, err := c.ImagesPrune(ctx, f)
+		if err == nil || !errdefs.IsConflict(err) || time.Now().After(deadline) {
+			if err != nil {
+				return rep, fmt.Errorf("prune images of task %s: %w", task, err)
+			}
+			return rep, nil
+		}
+		select {
+		case <-ctx.Done():
+			return rep, fmt.Errorf("prune images of task %s: %w", task, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// uniqueSize estimates the bytes only id holds: the sizes of its history's layers above the
+// first tagged ancestor (the image it was built FROM).
+func uniqueSize(ctx context.Context, c client.APIClient, id string) (int64, error) {
+	hist, err := c.ImageHistory(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for i, h := range hist {
+		if i > 0 && len(h.Tags) > 0 && !slices.ContainsFunc(h.Tags, func(t string) bool { return strings.HasPrefix(t, "<none>") }) {
+			break
+		}
+		n += h.Size
+	}
+	return n, nil
+}
+
+func setOf[V any](m map[string]V) map[string]bool {
+	out := make(map[string]bool, len(m))
+	for k := range m {
+		out[k] = true
+	}
+	return out
+}

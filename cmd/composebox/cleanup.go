@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/client"
+	"github.com/spf13/cobra"
+
+	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/internal/engine"
+)
+
+type cleanupOptions struct {
+	// Names are projects, or containers whose projects to remove.
+	Names     []string
+	All       bool
+	Task      string
+	Stale     bool
+	OlderThan time.Duration
+	DryRun    bool
+	Images    bool
+	StateDir  string
+}
+
+func newCleanupCmd(g *globals) *cobra.Command {
+	var opts cleanupOptions
+	cmd := &cobra.Command{
+		Use:   "cleanup [PROJECT|CONTAINER...] [--all] [--task T] [--stale] [--older-than DUR] [--dry-run] [--images]",
+		Short: "Remove composebox projects (and unused task images)",
+		Long: `Removes composebox projects: their containers (1 s stop grace), then networks, then volumes,
+found by the engine's labels alone, several projects at once. What is already gone counts as
+removed, so running it twice is harmless.
+
+Which projects:
+  PROJECT|CONTAINER...  these projects; a container's name or id selects its project
+  --all                 every project, live and detached ones included
+  --stale               projects whose owner process is dead (never a detached one, nor one
+                        whose owner is on another host)
+  --task T              only projects of task T (with --all or --stale)
+  --older-than DUR      only projects created more than DUR ago (with --all or --stale)
+Names cannot be combined with the other selectors. With no selector at all, cleanup prints this
+help and removes nothing.
+
+--images removes the images composebox built for tasks that have no live project (only task T's
+with --task), never the base image, and reports the bytes reclaimed. An image a stale project's
+container still uses is kept: add --stale to remove those projects first.
+
+--dry-run prints what would be removed, and removes nothing.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Names = args
+			sel, err := opts.selector()
+			if err != nil {
+				fmt.Fprint(g.stderr, cmd.UsageString())
+				return usageError{err}
+			}
+			ctx := cmd.Context()
+			c, _, err := engine.Connect(ctx, 0)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			return runCleanup(ctx, g, c, sel, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&opts.All, "all", false, "remove every project, live and detached ones included")
+	f.StringVar(&opts.Task, "task", "", "only projects (and images) of this task")
+	f.BoolVar(&opts.Stale, "stale", false, "remove projects whose owner process is dead")
+	f.DurationVar(&opts.OlderThan, "older-than", 0, "only projects created more than this long ago")
+	f.BoolVar(&opts.DryRun, "dry-run", false, "print what would be removed, and remove nothing")
+	f.BoolVar(&opts.Images, "images", false, "also remove images built for tasks that have no live project")
+	f.StringVar(&opts.StateDir, "state-dir", "", "state cache directory (default $"+cleanup.StateDirEnv+", else the XDG data dir)")
+	_ = f.MarkHidden("state-dir")
+	return cmd
+}
+
+// selector is the project selection the flags ask for; the zero Selector when only --images
+// (with or without --task) is given.
+func (o cleanupOptions) selector() (cleanup.Selector, error) {
+	sel := cleanup.Selector{Names: o.Names, All: o.All, Stale: o.Stale, Task: o.Task, OlderThan: o.OlderThan}
+	if o.Images && len(o.Names) == 0 && !o.All && !o.Stale {
+		if o.OlderThan != 0 {
+			return sel, errors.New("cleanup: --older-than narrows --all or --stale, not --images")
+		}
+		return cleanup.Selector{}, nil
+	}
+	if sel.IsZero() {
+		return sel, errors.New("cleanup: nothing selected: name projects or containers, or give --all, --stale or --images")
+	}
+	if err := sel.Validate(); err != nil {
+		msg := err.Error()
+		switch {
+		case len(o.Names) > 0:
+			msg = "cleanup: names cannot be combined with --all, --stale, --task or --older-than"
+		case !o.All && !o.Stale:
+			msg = "cleanup: --task and --older-than narrow --all or --stale: add one of them"
+		}
+		return sel, errors.New(msg)
+	}
+	return sel, nil
+}
+
+// cleanupResult is the JSON shape of `cleanup`.
+type cleanupResult struct {
+	DryRun   bool                   `json:"dry_run"`
+	Projects []cleanupProjectResult `json:"projects"`
+	Images   *cleanup.ImageReport   `json:"images,omitempty"`
+}
+
+type cleanupProjectResult struct {
+	cleanup.Project
+	// Removed is nil in a dry run.
+	Removed *cleanup.Removed `json:"removed,omitempty"`
+	Error   string           `json:"error,omitempty"`
+}
+
+func runCleanup(ctx context.Context, g *globals, c client.APIClient, sel cleanup.Selector, opts cleanupOptions) error {
+	res := cleanupResult{DryRun: opts.DryRun, Projects: []cleanupProjectResult{}}
+	cache := cleanup.OpenCache(stateDir(opts.StateDir))
+	var errs []error
+	if !sel.IsZero() {
+		planned, err := cleanup.Plan(ctx, c, sel)
+		if err != nil {
+			return err
+		}
+		if opts.DryRun {
+			for _, p := range planned {
+				res.Projects = append(res.Projects, cleanupProjectResult{Project: p})
+			}
+		} else {
+			results, err := cleanup.RemoveProjects(ctx, c, planned, cleanup.RemoveOptions{})
+			if err != nil {
+				errs = append(errs, err)
+			}
+			for _, r := range results {
+				pr := cleanupProjectResult{Project: r.Project, Removed: &r.Removed}
+				if r.Err != nil {
+					pr.Error = r.Err.Error()
+				} else {
+					_ = cache.DeleteSample(r.Name)
+				}
+				res.Projects = append(res.Projects, pr)
+			}
+			pruneCache(ctx, c, cache)
+		}
+	}
+	if opts.Images && ctx.Err() == nil {
+		rep, err := cleanup.PruneImages(ctx, c, cleanup.ImageOptions{Task: opts.Task, Cache: cache, DryRun: opts.DryRun})
+		res.Images = &rep
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if g.JSON {
+		if err := g.printJSON(res); err != nil {
+			return err
+		}
+	} else {
+		printCleanup(g, res)
+	}
+	return errors.Join(errs...)
+}
+
+// pruneCache forgets cached samples whose projects are gone and holds of dead processes. The
+// cache is only a cache: failures are ignored.
+func pruneCache(ctx context.Context, c client.APIClient, cache *cleanup.Cache) {
+	left, err := cleanup.List(ctx, c)
+	if err != nil {
+		return
+	}
+	exists := map[string]bool{}
+	for _, p := range left {
+		exists[p.Name] = true
+	}
+	_ = cache.Prune(func(p string) bool { return exists[p] })
+}
+
+func printCleanup(g *globals, res cleanupResult) {
+	w := g.stdout
+	verb := "removed"
+	if res.DryRun {
+		verb = "would remove"
+	}
+	for _, p := range res.Projects {
+		what := fmt.Sprintf("%s (task %s, %s)", p.Name, dash(p.Task), p.Status)
+		switch {
+		case p.Error != "":
+			fmt.Fprintf(w, "failed %s: %s\n", what, strings.TrimSpace(p.Error))
+		case p.Removed != nil:
+			fmt.Fprintf(w, "%s %s: %s\n", verb, what, counts(p.Removed.Containers, p.Removed.Networks, p.Removed.Volumes))
+		default:
+			fmt.Fprintf(w, "%s %s: %s\n", verb, what, counts(p.Containers, p.Networks, p.Volumes))
+		}
+	}
+	if res.Images == nil {
+		if len(res.Projects) == 0 {
+			fmt.Fprintln(w, "nothing to remove")
+		}
+		return
+	}
+	for _, im := range res.Images.Removed {
+		fmt.Fprintf(w, "%s image %s (task %s, %s)\n", verb, imageName(im), im.Task, humanBytes(im.Size))
+	}
+	for _, im := range res.Images.Kept {
+		fmt.Fprintf(w, "kept image %s (task %s): %s\n", imageName(im), im.Task, im.Reason)
+	}
+	if res.DryRun {
+		fmt.Fprintf(w, "would reclaim about %s\n", humanBytes(res.Images.BytesReclaimed))
+	} else {
+		fmt.Fprintf(w, "reclaimed %s\n", humanBytes(res.Images.BytesReclaimed))
+	}
+}
+
+func counts(ctrs, nets, vols int) string {
+	return fmt.Sprintf("%d %s, %d %s, %d %s", ctrs, plural(ctrs, "container"), nets, plural(nets, "network"), vols, plural(vols, "volume"))
+}
+
+func plural(n int, s string) string {
+	if n == 1 {
+		return s
+	}
+	return s + "s"
+}
+
+func imageName(im cleanup.Image) string {
+	if len(im.Tags) > 0 {
+		return strings.Join(im.Tags, ",")
+	}
+	return strings.TrimPrefix(im.ID, "sha256:")[:12]
+}

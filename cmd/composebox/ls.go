@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/docker/docker/client"
+	"github.com/spf13/cobra"
+
+	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/internal/engine"
+)
+
+type lsOptions struct {
+	// All also lists projects whose owner is on another host (or unreadable).
+	All bool
+	// StateDir is the state cache's directory (default: cleanup.DefaultStateDir()).
+	StateDir string
+}
+
+func newLsCmd(g *globals) *cobra.Command {
+	var opts lsOptions
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List composebox projects, live, stale and detached",
+		Long: `Lists every composebox project found from its containers, networks and volumes (so a project
+with only a leftover network is listed too), from the engine's labels alone.
+
+STATUS is alive (the owner process runs), stale (the owner process is dead: 'cleanup --stale'
+removes it), detached (handed over by 'up': never stale) or unknown (the owner is on another
+host). Without --all, projects of other hosts are left out.
+
+With --json, prints an array of {name, task, sample, owner, status, stale, created, containers,
+networks, volumes, config, container_names}.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			c, _, err := engine.Connect(ctx, 0)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			return runLs(ctx, g, c, opts)
+		},
+	}
+	cmd.Flags().BoolVarP(&opts.All, "all", "a", false, "also list projects whose owner is on another host")
+	cmd.Flags().StringVar(&opts.StateDir, "state-dir", "", "state cache directory (default $"+cleanup.StateDirEnv+", else the XDG data dir)")
+	_ = cmd.Flags().MarkHidden("state-dir")
+	return cmd
+}
+
+// lsEntry is one line of `ls`: the project as its labels describe it.
+type lsEntry = cleanup.Project
+
+func runLs(ctx context.Context, g *globals, c client.APIClient, opts lsOptions) error {
+	projects, err := cleanup.List(ctx, c)
+	if err != nil {
+		return err
+	}
+	fillFromCache(projects, stateDir(opts.StateDir))
+	shown := make([]lsEntry, 0, len(projects))
+	hidden := 0
+	for _, p := range projects {
+		if !opts.All && otherHost(p) {
+			hidden++
+			continue
+		}
+		shown = append(shown, p)
+	}
+	if g.JSON {
+		return g.printJSON(shown)
+	}
+	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROJECT\tTASK\tSAMPLE\tSTATUS\tCREATED\tCONTAINERS\tNETWORKS\tVOLUMES\tOWNER")
+	now := time.Now()
+	for _, p := range shown {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", p.Name, dash(p.Task), dash(p.Sample), p.Status,
+			age(now, p.Created), p.Containers, p.Networks, p.Volumes, dash(p.Owner))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if hidden > 0 {
+		fmt.Fprintf(g.stderr, "%d projects whose owner is on another host (or unknown) not shown: --all lists them\n", hidden)
+	}
+	return nil
+}
+
+// otherHost reports a project whose owner runs on another host (or cannot be read).
+func otherHost(p cleanup.Project) bool { return p.Status == cleanup.StatusUnknown }
+
+// fillFromCache adds what only the state cache knows (the config of a project whose containers
+// are gone). The cache is optional: any failure to read it is ignored.
+func fillFromCache(projects []cleanup.Project, dir string) {
+	records, err := cleanup.OpenCache(dir).Samples()
+	if err != nil || len(records) == 0 {
+		return
+	}
+	byProject := map[string]cleanup.SampleRecord{}
+	for _, r := range records {
+		byProject[r.Project] = r
+	}
+	for i, p := range projects {
+		if r, ok := byProject[p.Name]; ok && p.Config == "" {
+			projects[i].Config = r.Config
+		}
+	}
+}
+
+func stateDir(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return cleanup.DefaultStateDir()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// age is how long ago t was, as `docker ps` shows it.
+func age(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", max(0, int(d.Seconds())))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+// humanBytes formats n bytes in SI units, as the docker CLI does.
+func humanBytes(n int64) string {
+	const unit = 1000
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, i := float64(n), 0
+	units := []string{"kB", "MB", "GB", "TB", "PB"}
+	for f /= unit; f >= unit && i < len(units)-1; i++ {
+		f /= unit
+	}
+	return strings.TrimSuffix(strings.TrimSuffix(fmt.Sprintf("%.2f", f), "0"), ".0") + " " + units[i]
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/composebox/composebox/cleanup"
+)
+
+type reapOptions struct {
+	Owner    string
+	Interval time.Duration
+}
+
+// newReapCmd is the watchdog as a verb. `up --reaper` and `run --reaper` (and library users of
+// orchestrator.WithReaper) start the same loop by re-executing their own binary; this verb runs
+// it in the foreground, for scripts and for harnesses that manage their own processes.
+func newReapCmd(g *globals) *cobra.Command {
+	var opts reapOptions
+	cmd := &cobra.Command{
+		Use:    "reap --owner HOST:PID:START",
+		Short:  "Watch an owner process and remove its projects when it dies",
+		Hidden: true,
+		Long: `Waits until the process named by --owner (an owner label, host:pid:start-time) dies, then
+removes every project whose owner label is exactly that owner, except detached ones, and exits.
+It never touches the projects of a live owner or of another owner.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runReap(cmd.Context(), g, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Owner, "owner", "", "owner label to watch (host:pid:start-time)")
+	cmd.Flags().DurationVar(&opts.Interval, "interval", 250*time.Millisecond, "how often to check the owner")
+	return cmd
+}
+
+func runReap(ctx context.Context, g *globals, opts reapOptions) error {
+	if opts.Owner == "" {
+		return usageError{fmt.Errorf("reap: --owner is required")}
+	}
+	if _, err := cleanup.ParseOwner(opts.Owner); err != nil {
+		return usageError{err}
+	}
+	results, err := cleanup.Reap(ctx, opts.Owner, cleanup.ReapOptions{Interval: opts.Interval})
+	out := make([]cleanupProjectResult, 0, len(results))
+	for _, r := range results {
+		pr := cleanupProjectResult{Project: r.Project, Removed: &r.Removed}
+		if r.Err != nil {
+			pr.Error = r.Err.Error()
+		}
+		out = append(out, pr)
+	}
+	if g.JSON {
+		if jerr := g.printJSON(out); jerr != nil && err == nil {
+			err = jerr
+		}
+	} else {
+		for _, p := range out {
+			if p.Error == "" {
+				fmt.Fprintf(g.stderr, "reaped %s (task %s): %s\n", p.Name, dash(p.Task), counts(p.Removed.Containers, p.Removed.Networks, p.Removed.Volumes))
+			}
+		}
+	}
+	return err
+}
