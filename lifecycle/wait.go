@@ -2,11 +2,13 @@ package lifecycle
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/composebox/composebox/cleanup"
 	"github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/lifecycle/sandboxio"
 )
 
 // Docker's healthcheck defaults, used where a healthcheck leaves a field unset.
@@ -36,6 +39,12 @@ type WaitOptions struct {
 	Timeout time.Duration
 	// Interval between polls; default DefaultPollInterval.
 	Interval time.Duration
+	// NoProbe leaves healthchecks to Docker alone: readiness then waits for Docker's first
+	// probe, which Engine 20.10 runs only after the healthcheck's interval.
+	NoProbe bool
+	// OnReady, when set, is called once per service as it becomes ready, from the waiting
+	// goroutine: it must be quick.
+	OnReady func(ServiceState)
 }
 
 // ServiceState is one service container's state as Wait last saw it.
@@ -127,16 +136,19 @@ func Budget(hc *container.HealthConfig) time.Duration {
 	return max(minBudget, hc.StartPeriod+time.Duration(retries)*(interval+timeout))
 }
 
-// Wait polls every service container of p until each is running (and healthy where it has a
+// Wait waits until every service container of p is running (and healthy where it has a
 // healthcheck) or has exited 0, the budget runs out, or one fails. An unhealthy service, or one
-// that exited non-zero, fails the wait at once. It returns every service's state, default
-// order of p's services.
+// that exited non-zero, fails the wait at once. It returns every service's state, in service
+// name order.
+//
+// Readiness does not wait for Docker's first probe, which Engine 20.10 runs only after the
+// healthcheck's interval (30 s by default): while Docker still says "starting", Wait runs the
+// healthcheck's test itself through exec, as the container's user and with its timeout,
+// starting at 50 ms and backing off. A service is ready when that probe succeeds or Docker
+// reports healthy; only Docker's own verdict can make it unhealthy. Docker's probe keeps the
+// steady state.
 func (e *Engine) Wait(ctx context.Context, p *types.Project, opts WaitOptions) ([]ServiceState, error) {
 	start := time.Now()
-	interval := opts.Interval
-	if interval <= 0 {
-		interval = DefaultPollInterval
-	}
 	ctrs, err := e.api.ContainerList(ctx, container.ListOptions{All: true, Filters: cleanup.ProjectFilter(p.Name)})
 	if err != nil {
 		return nil, fmt.Errorf("wait for project %s: list containers: %w", p.Name, err)
@@ -153,77 +165,172 @@ func (e *Engine) Wait(ctx context.Context, p *types.Project, opts WaitOptions) (
 		}
 	})
 	states := make([]ServiceState, len(names))
-	budget := opts.Timeout
-	derive := budget <= 0
 	for i, name := range names {
 		states[i] = ServiceState{Service: name, ContainerID: byService[name], State: "missing"}
-	}
-	for i := range states {
 		if states[i].ContainerID == "" {
-			return states, e.notReady(ctx, p.Name, "missing", start, budget, states)
+			return states, e.notReady(ctx, p.Name, "missing", start, opts.Timeout, states)
 		}
 	}
+	budget := opts.Timeout
+	checks := make([]*readiness, len(states))
+	for i := range states {
+		r, err := e.newReadiness(ctx, &states[i], opts)
+		if err != nil {
+			return states, err
+		}
+		checks[i] = r
+		if opts.Timeout <= 0 {
+			budget = max(budget, r.budget)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	var (
+		mu     sync.Mutex
+		reason string
+		wg     sync.WaitGroup
+	)
+	for _, r := range checks {
+		wg.Go(func() {
+			if why := r.await(wctx); why != "" {
+				mu.Lock()
+				if reason == "" {
+					reason = why
+				}
+				mu.Unlock()
+				cancel() // one failure fails the sample: stop waiting for the others
+			}
+		})
+	}
+	wg.Wait()
+	switch {
+	case reason != "" && reason != "stopped":
+		return states, e.notReady(ctx, p.Name, reason, start, budget, states)
+	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return states, fmt.Errorf("wait for project %s: %w", p.Name, ctx.Err())
+	case wctx.Err() != nil:
+		return states, e.notReady(ctx, p.Name, "timeout", start, budget, states)
+	}
+	return states, nil
+}
 
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	var deadline time.Time
-	stopped := func() error {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return e.notReady(ctx, p.Name, "timeout", start, budget, states)
-		}
-		return fmt.Errorf("wait for project %s: %w", p.Name, ctx.Err())
+// readiness watches one container until it is ready or fails.
+type readiness struct {
+	e        *Engine
+	s        *ServiceState
+	interval time.Duration
+	budget   time.Duration
+	// probe is the healthcheck's test as an argv, nil without a healthcheck or with probing off.
+	probe        []string
+	probeTimeout time.Duration
+	probeMax     time.Duration
+	onReady      func(ServiceState)
+	reported     bool
+}
+
+func (r *readiness) ready() string {
+	if r.onReady != nil && !r.reported {
+		r.reported = true
+		r.onReady(*r.s)
 	}
-	for first := true; ; first = false {
+	return ""
+}
+
+func (e *Engine) newReadiness(ctx context.Context, s *ServiceState, opts WaitOptions) (*readiness, error) {
+	info, err := e.api.ContainerInspect(ctx, s.ContainerID)
+	if err != nil {
+		return nil, fmt.Errorf("wait for %s: inspect: %w", s.Service, err)
+	}
+	s.Container = strings.TrimPrefix(info.Name, "/")
+	s.WorkingDir, s.User = info.Config.WorkingDir, info.Config.User
+	if s.WorkingDir == "" {
+		s.WorkingDir = "/"
+	}
+	r := &readiness{e: e, s: s, interval: opts.Interval, budget: Budget(info.Config.Healthcheck), onReady: opts.OnReady}
+	if r.interval <= 0 {
+		r.interval = DefaultPollInterval
+	}
+	if hc := info.Config.Healthcheck; !opts.NoProbe && hc != nil {
+		r.probe = probeArgv(hc.Test)
+		r.probeTimeout = cmp.Or(hc.Timeout, defaultHealthTimeout)
+		// Back off to the healthcheck's interval at most, and never past 2 s: a probe is an
+		// exec (about 35 ms of engine time), and hundreds of starting services share the daemon.
+		r.probeMax = min(cmp.Or(hc.Interval, defaultHealthInterval), 2*time.Second)
+	}
+	observe(s, info)
+	return r, nil
+}
+
+// probeArgv turns a healthcheck test into an argv: CMD runs as given, CMD-SHELL through
+// /bin/sh -c, as Docker does.
+func probeArgv(test []string) []string {
+	if len(test) == 0 {
+		return nil
+	}
+	switch test[0] {
+	case "CMD":
+		return test[1:]
+	case "CMD-SHELL":
+		return []string{"/bin/sh", "-c", strings.Join(test[1:], " ")}
+	}
+	return nil
+}
+
+// await returns "" once the container is ready, the failure ("unhealthy", "exited") when it
+// fails, and "stopped" when ctx ends first.
+func (r *readiness) await(ctx context.Context) string {
+	s := r.s
+	backoff := DefaultPollInterval
+	nextProbe := time.Now().Add(backoff)
+	timer := time.NewTimer(r.interval)
+	defer timer.Stop()
+	for {
+		// s holds the latest observation (newReadiness made the first).
+		switch {
+		case s.Ready:
+			return r.ready()
+		case s.Health == "unhealthy":
+			return "unhealthy"
+		case (s.State == "exited" && s.ExitCode != 0) || s.State == "dead":
+			return "exited"
+		}
+		if r.probe != nil && s.State == "running" && s.Health == "starting" && !time.Now().Before(nextProbe) {
+			if r.runProbe(ctx) {
+				s.Ready = true
+				return r.ready()
+			}
+			backoff = min(2*backoff, r.probeMax)
+			nextProbe = time.Now().Add(backoff)
+		}
 		select {
 		case <-ctx.Done():
-			return states, stopped()
+			return "stopped"
 		case <-timer.C:
 		}
-		pending := 0
-		for i := range states {
-			s := &states[i]
-			if s.Ready {
-				continue
+		timer.Reset(r.interval)
+		info, err := r.e.api.ContainerInspect(ctx, s.ContainerID)
+		if err != nil {
+			if ctx.Err() != nil {
+				return "stopped"
 			}
-			info, err := e.api.ContainerInspect(ctx, s.ContainerID)
-			if err != nil {
-				if ctx.Err() != nil {
-					return states, stopped()
-				}
-				return states, fmt.Errorf("wait for project %s: inspect %s: %w", p.Name, s.Service, err)
-			}
-			if first {
-				s.Container = strings.TrimPrefix(info.Name, "/")
-				s.WorkingDir, s.User = info.Config.WorkingDir, info.Config.User
-				if s.WorkingDir == "" {
-					s.WorkingDir = "/"
-				}
-				if derive {
-					budget = max(budget, Budget(info.Config.Healthcheck))
-				}
-			}
-			observe(s, info)
-			switch {
-			case s.Ready:
-			case s.Health == "unhealthy":
-				return states, e.notReady(ctx, p.Name, "unhealthy", start, budget, states)
-			case (s.State == "exited" && s.ExitCode != 0) || s.State == "dead":
-				return states, e.notReady(ctx, p.Name, "exited", start, budget, states)
-			default:
-				pending++
-			}
+			s.State = "missing"
+			return "exited"
 		}
-		if first {
-			deadline = start.Add(budget)
-		}
-		if pending == 0 {
-			return states, nil
-		}
-		if time.Now().After(deadline) {
-			return states, e.notReady(ctx, p.Name, "timeout", start, budget, states)
-		}
-		timer.Reset(interval)
+		observe(s, info)
 	}
+}
+
+func (r *readiness) runProbe(ctx context.Context) bool {
+	res, err := sandboxio.Exec(ctx, sandboxio.Target{Client: r.e.api, Container: r.s.ContainerID, User: r.s.User},
+		sandboxio.ExecRequest{Cmd: r.probe, Timeout: r.probeTimeout, OutputLimit: 4096})
+	if err != nil {
+		return false
+	}
+	if res.ExitCode != 0 {
+		r.s.HealthOutput = res.StdoutText() + res.StderrText()
+		return false
+	}
+	return true
 }
 
 const serviceLabel = "com.docker.compose.service"

@@ -6,17 +6,17 @@ import "time"
 type EventKind string
 
 const (
-	EventImageBuilt     EventKind = "image_built"     // a task image was built (not found cached)
-	EventTaskReady      EventKind = "task_ready"      // TaskInit finished
-	EventSampleStarted  EventKind = "sample_started"  // containers created and started
-	EventSampleHealthy  EventKind = "sample_healthy"  // every service ready
-	EventSampleFailed   EventKind = "sample_failed"   // SampleInit failed (the sample is torn down)
-	EventSampleRemoved  EventKind = "sample_removed"  // Sample.Cleanup finished
-	EventServiceWaiting EventKind = "service_waiting" // reserved for per-service progress
+	EventImageBuilt    EventKind = "image_built"    // a task image was built (not found cached)
+	EventTaskReady     EventKind = "task_ready"     // TaskInit finished
+	EventSampleStarted EventKind = "sample_started" // containers created and started
+	EventSampleHealthy EventKind = "sample_healthy" // every service ready
+	EventSampleFailed  EventKind = "sample_failed"  // SampleInit failed (the sample is torn down)
+	EventSampleRemoved EventKind = "sample_removed" // Sample.Cleanup finished
+	EventServiceReady  EventKind = "service_ready"  // one service of a sample became ready
 )
 
 // Event is one step of a task's or sample's life. Duration is the step's own duration (for
-// sample_healthy, from SampleInit's start).
+// sample_healthy and service_ready, from SampleInit's start).
 type Event struct {
 	Kind     EventKind
 	Time     time.Time

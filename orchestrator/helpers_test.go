@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -46,6 +47,19 @@ func (r *recorder) count(kind orchestrator.EventKind) int {
 		}
 	}
 	return n
+}
+
+// readyTimes is when each service of project became ready, from service_ready events.
+func (r *recorder) readyTimes(project string) map[string]time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]time.Time{}
+	for _, e := range r.events {
+		if _, seen := out[e.Service]; !seen && e.Kind == orchestrator.EventServiceReady && e.Project == project {
+			out[e.Service] = e.Time
+		}
+	}
+	return out
 }
 
 // newOrchestrator returns an orchestrator whose state lives in the test's temp dir, closed at

@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -107,15 +108,17 @@ func (t *Task) SampleInit(ctx context.Context, spec SampleSpec) (*Sample, error)
 		}
 		return nil, err
 	}
-	if err := t.o.engine.Up(ctx, p, lifecycle.UpOptions{}); err != nil {
+	wait := lifecycle.WaitOptions{
+		Timeout: cmp.Or(spec.ReadyTimeout, t.spec.ReadyTimeout),
+		OnReady: func(st lifecycle.ServiceState) {
+			t.o.emit(Event{Kind: EventServiceReady, Task: t.name, Sample: id, Project: s.project, Service: st.Service, Duration: time.Since(start)})
+		},
+	}
+	if err := t.o.engine.Up(ctx, p, lifecycle.UpOptions{Wait: wait}); err != nil {
 		return fail(err)
 	}
 	t.o.emit(Event{Kind: EventSampleStarted, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start)})
-	timeout := spec.ReadyTimeout
-	if timeout == 0 {
-		timeout = t.spec.ReadyTimeout
-	}
-	states, err := t.o.engine.Wait(ctx, p, lifecycle.WaitOptions{Timeout: timeout})
+	states, err := t.o.engine.Wait(ctx, p, wait)
 	if err != nil {
 		return fail(err)
 	}
