@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
@@ -180,25 +179,6 @@ func makeFake(ctx context.Context, c client.APIClient, image, project string, sp
 		}
 	}
 	return nil
-}
-
-// count is how many containers, networks and volumes carry label.
-func count(t *testing.T, c client.APIClient, label string) int {
-	t.Helper()
-	f := filters.NewArgs(filters.Arg("label", label))
-	ctrs, err := c.ContainerList(t.Context(), container.ListOptions{All: true, Filters: f})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nets, err := c.NetworkList(t.Context(), network.ListOptions{Filters: f})
-	if err != nil {
-		t.Fatal(err)
-	}
-	vols, err := c.VolumeList(t.Context(), volume.ListOptions{Filters: f})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(ctrs) + len(nets) + len(vols.Volumes)
 }
 
 func projectLabel(p string) string { return cleanup.ProjectLabel + "=" + p }

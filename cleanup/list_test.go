@@ -78,7 +78,7 @@ func TestNetworkOnlyProjectIsListedAndRemoved(t *testing.T) {
 	if len(res) != 1 || res[0].Removed.Networks != 1 {
 		t.Errorf("results %+v, want the network removed", res)
 	}
-	if n := count(t, c, projectLabel(project)); n != 0 {
+	if n := testutil.Resources(t, c, projectLabel(project)); n != 0 {
 		t.Errorf("%d resources left", n)
 	}
 }
@@ -104,7 +104,7 @@ func TestRemoveSelections(t *testing.T) {
 	if got := names(plan); !slices.Equal(got, []string{stale}) {
 		t.Fatalf("plan %v, want only %s", got, stale)
 	}
-	if n := count(t, c, projectLabel(stale)); n != 4 {
+	if n := testutil.Resources(t, c, projectLabel(stale)); n != 4 {
 		t.Fatalf("planning removed something: %d resources left of 4", n)
 	}
 
@@ -116,7 +116,7 @@ func TestRemoveSelections(t *testing.T) {
 		t.Fatalf("results %+v", res)
 	}
 	for _, p := range []string{live, detached, otherStale} {
-		if count(t, c, projectLabel(p)) == 0 {
+		if testutil.Resources(t, c, projectLabel(p)) == 0 {
 			t.Errorf("%s was removed by a stale cleanup of another project", p)
 		}
 	}
@@ -135,7 +135,7 @@ func TestRemoveSelections(t *testing.T) {
 	if err != nil || len(res) != 1 || res[0].Name != detached || res[0].Status != cleanup.StatusDetached {
 		t.Fatalf("cleanup by container name: %+v, %v", res, err)
 	}
-	if n := count(t, c, projectLabel(detached)); n != 0 {
+	if n := testutil.Resources(t, c, projectLabel(detached)); n != 0 {
 		t.Errorf("%d resources of %s left (the detach marker?)", n, detached)
 	}
 	// Gone names are a no-op; a container that is not composebox's is an error.
@@ -153,7 +153,7 @@ func TestRemoveSelections(t *testing.T) {
 	if err != nil || len(res) != 1 || res[0].Name != live {
 		t.Fatalf("cleanup all of task: %+v, %v", res, err)
 	}
-	if count(t, c, projectLabel(otherStale)) == 0 {
+	if testutil.Resources(t, c, projectLabel(otherStale)) == 0 {
 		t.Error("cleanup of one task removed another task's project")
 	}
 }
@@ -194,7 +194,7 @@ func TestRemoveManyInParallel(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("removed %v, want %v", got, want)
 	}
-	if left := count(t, c, cleanup.LabelTask+"="+task); left != 0 {
+	if left := testutil.Resources(t, c, cleanup.LabelTask+"="+task); left != 0 {
 		t.Errorf("%d resources left", left)
 	}
 }
@@ -213,7 +213,7 @@ func TestRemoveAfterCancelStillFinishes(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || len(res) != 1 || res[0].Err == nil {
 		t.Errorf("cancelled before start: %+v, %v; want the project skipped with context.Canceled", res, err)
 	}
-	if count(t, c, projectLabel(project)) == 0 {
+	if testutil.Resources(t, c, projectLabel(project)) == 0 {
 		t.Error("a cancelled cleanup started a removal")
 	}
 }

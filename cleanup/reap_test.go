@@ -47,7 +47,7 @@ func TestReapRemovesOnlyTheDeadOwnersProjects(t *testing.T) {
 	default:
 	}
 	for _, p := range append(others, doomed) {
-		if count(t, c, projectLabel(p)) == 0 {
+		if testutil.Resources(t, c, projectLabel(p)) == 0 {
 			t.Fatalf("%s removed while its owner lives", p)
 		}
 	}
@@ -75,12 +75,12 @@ func TestReapRemovesOnlyTheDeadOwnersProjects(t *testing.T) {
 		t.Errorf("reaped %v, want %v", got, want)
 	}
 	for _, p := range want {
-		if n := count(t, c, projectLabel(p)); n != 0 {
+		if n := testutil.Resources(t, c, projectLabel(p)); n != 0 {
 			t.Errorf("%d resources of %s left", n, p)
 		}
 	}
 	for _, p := range others {
-		if count(t, c, projectLabel(p)) == 0 {
+		if testutil.Resources(t, c, projectLabel(p)) == 0 {
 			t.Errorf("%s (another owner's, or detached) was reaped", p)
 		}
 	}

@@ -8,12 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/volume"
-	"github.com/docker/docker/client"
-
 	"github.com/composebox/composebox/cleanup"
 	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/orchestrator"
@@ -90,25 +84,6 @@ func taskInit(t *testing.T, o *orchestrator.Orchestrator, spec orchestrator.Task
 		}
 	})
 	return task
-}
-
-// resourcesOf counts the containers, networks and volumes carrying a label.
-func resourcesOf(t *testing.T, c client.APIClient, label string) int {
-	t.Helper()
-	f := filters.NewArgs(filters.Arg("label", label))
-	ctrs, err := c.ContainerList(t.Context(), container.ListOptions{All: true, Filters: f})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nets, err := c.NetworkList(t.Context(), network.ListOptions{Filters: f})
-	if err != nil {
-		t.Fatal(err)
-	}
-	vols, err := c.VolumeList(t.Context(), volume.ListOptions{Filters: f})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(ctrs) + len(nets) + len(vols.Volumes)
 }
 
 func projectLabel(p string) string { return cleanup.ProjectLabel + "=" + p }

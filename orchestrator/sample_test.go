@@ -96,7 +96,7 @@ func TestMultiServiceComesUpHealthyInDependencyOrder(t *testing.T) {
 	if err := s.Cleanup(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if n := resourcesOf(t, c, projectLabel(s.Project())); n != 0 {
+	if n := testutil.Resources(t, c, projectLabel(s.Project())); n != 0 {
 		t.Errorf("%d resources left after cleanup", n)
 	}
 	if err := s.Cleanup(t.Context()); err != nil {
@@ -141,7 +141,7 @@ services:
 	if !strings.Contains(err.Error(), "probe-said-no") || !strings.Contains(err.Error(), "service default") {
 		t.Errorf("error lacks the probe output or the service: %v", err)
 	}
-	if n := resourcesOf(t, o.Client(), cleanup.LabelTask+"=inline"); n != 0 {
+	if n := testutil.Resources(t, o.Client(), cleanup.LabelTask+"=inline"); n != 0 {
 		t.Errorf("%d resources left after a failed SampleInit", n)
 	}
 	if rec.count(orchestrator.EventSampleFailed) != 1 {
@@ -171,7 +171,7 @@ services:
 	if !strings.Contains(nr.Services[0].Logs, "cannot-start") {
 		t.Errorf("log tail %q lacks the service's output", nr.Services[0].Logs)
 	}
-	if n := resourcesOf(t, o.Client(), cleanup.LabelTask+"=inline"); n != 0 {
+	if n := testutil.Resources(t, o.Client(), cleanup.LabelTask+"=inline"); n != 0 {
 		t.Errorf("%d resources left", n)
 	}
 }
@@ -214,7 +214,7 @@ func TestCancelMidUpLeavesNothing(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
 	}
-	if n := resourcesOf(t, c, cleanup.LabelTask+"=cancel-mid-up"); n != 0 {
+	if n := testutil.Resources(t, c, cleanup.LabelTask+"=cancel-mid-up"); n != 0 {
 		t.Errorf("%d resources left after a cancelled SampleInit", n)
 	}
 }
@@ -254,7 +254,7 @@ func TestParallelSamplesDoNotClash(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if n := resourcesOf(t, o.Client(), cleanup.LabelTask+"="+task.Name()); n != 0 {
+	if n := testutil.Resources(t, o.Client(), cleanup.LabelTask+"="+task.Name()); n != 0 {
 		t.Errorf("%d resources left", n)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/orchestrator"
 )
 
@@ -159,7 +160,7 @@ func TestDetachedSampleOutlivesTaskCleanup(t *testing.T) {
 	if err := s.Cleanup(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if n := resourcesOf(t, c, projectLabel(s.Project())); n != 0 {
+	if n := testutil.Resources(t, c, projectLabel(s.Project())); n != 0 {
 		t.Errorf("%d resources left", n)
 	}
 }

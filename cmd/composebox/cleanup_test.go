@@ -40,7 +40,7 @@ func TestKilledOwnersSampleIsStaleAndCleanedUp(t *testing.T) {
 		if names := removedNames(res); !slices.Equal(names, []string{owner.project}) || res.Projects[0].Removed == nil || res.Projects[0].Removed.Containers != 1 {
 			t.Fatalf("run %d: cleanup --stale removed %v (%+v), want %s", i, names, res.Projects, owner.project)
 		}
-		if n := resources(t, c, taskLabel(task)); n != 0 {
+		if n := testutil.Resources(t, c, taskLabel(task)); n != 0 {
 			t.Fatalf("run %d: %d labelled resources left after cleanup --stale", i, n)
 		}
 	}
@@ -60,8 +60,8 @@ func TestReaperCleansUpAfterKilledOwner(t *testing.T) {
 		}
 		killed := time.Now()
 		owner.kill()
-		if !poll(10*time.Second, func() bool { return resources(t, c, taskLabel(task)) == 0 }) {
-			t.Fatalf("run %d: %d resources of %s left 10 s after kill -9", i, resources(t, c, taskLabel(task)), owner.project)
+		if !poll(10*time.Second, func() bool { return testutil.Resources(t, c, taskLabel(task)) == 0 }) {
+			t.Fatalf("run %d: %d resources of %s left 10 s after kill -9", i, testutil.Resources(t, c, taskLabel(task)), owner.project)
 		}
 		worst = max(worst, time.Since(killed))
 		if !poll(10*time.Second, func() bool { return !reaperRunning(owner.owner) }) {
@@ -82,7 +82,7 @@ func TestLiveOwnersProjectsAreNeverRemoved(t *testing.T) {
 		t.Fatalf("cleanup --stale removed live projects: %v", removedNames(res))
 	}
 	a.kill()
-	if !poll(10*time.Second, func() bool { return resources(t, c, projectLabel(a.project)) == 0 }) {
+	if !poll(10*time.Second, func() bool { return testutil.Resources(t, c, projectLabel(a.project)) == 0 }) {
 		t.Fatalf("%s not reaped", a.project)
 	}
 	if !poll(10*time.Second, func() bool { return !reaperRunning(a.owner) }) {
@@ -101,7 +101,7 @@ func TestLiveOwnersProjectsAreNeverRemoved(t *testing.T) {
 	// b ends normally: it cleans up after itself, and its watchdog has nothing to do.
 	_ = b.stdin.Close()
 	b.wait(t)
-	if n := resources(t, c, taskLabel(task)); n != 0 {
+	if n := testutil.Resources(t, c, taskLabel(task)); n != 0 {
 		t.Errorf("%d resources left", n)
 	}
 	if !poll(10*time.Second, func() bool { return !reaperRunning(b.owner) }) {
@@ -130,7 +130,7 @@ func TestDetachedSampleSurvivesStaleCleanupAndReaper(t *testing.T) {
 	if res := cleanupJSON(t, "--all", "--task", task); !slices.Equal(removedNames(res), []string{up.project}) {
 		t.Fatalf("cleanup --all --task removed %v", removedNames(res))
 	}
-	if n := resources(t, c, taskLabel(task)); n != 0 {
+	if n := testutil.Resources(t, c, taskLabel(task)); n != 0 {
 		t.Errorf("%d resources left", n)
 	}
 }
@@ -174,7 +174,7 @@ func TestKilledRunBinaryIsStale(t *testing.T) {
 	if res := cleanupJSON(t, "--stale", "--task", task); !slices.Equal(removedNames(res), []string{project}) {
 		t.Fatalf("cleanup --stale removed %v", removedNames(res))
 	}
-	if n := resources(t, c, taskLabel(task)); n != 0 {
+	if n := testutil.Resources(t, c, taskLabel(task)); n != 0 {
 		t.Errorf("%d resources left", n)
 	}
 }
@@ -200,7 +200,7 @@ func TestCleanupRemovesNetworkLeftByHandDeletedContainers(t *testing.T) {
 	if len(res.Projects) != 1 || res.Projects[0].Removed.Networks != 1 {
 		t.Fatalf("cleanup: %+v", res.Projects)
 	}
-	if n := resources(t, c, projectLabel(s.Project())); n != 0 {
+	if n := testutil.Resources(t, c, projectLabel(s.Project())); n != 0 {
 		t.Errorf("%d resources left", n)
 	}
 	if _, ok := lsJSON(t, task)[s.Project()]; ok {
@@ -225,7 +225,7 @@ func TestCleanupByContainerNameDryRunAndTwice(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "would remove "+a.Project()) || !strings.Contains(out, "would remove "+b.Project()) {
 		t.Errorf("dry run, human: exit %d\n%s", code, out)
 	}
-	if n := resources(t, c, projectLabel(a.Project())); n != 3 {
+	if n := testutil.Resources(t, c, projectLabel(a.Project())); n != 3 {
 		t.Fatalf("--dry-run removed something: %d of 3 resources left", n)
 	}
 
@@ -234,10 +234,10 @@ func TestCleanupByContainerNameDryRunAndTwice(t *testing.T) {
 	if !slices.Equal(removedNames(res), []string{a.Project()}) || *res.Projects[0].Removed != (cleanup.Removed{Containers: 2, Networks: 1}) {
 		t.Fatalf("cleanup %s: %+v", ctr, res.Projects)
 	}
-	if n := resources(t, c, projectLabel(a.Project())); n != 0 {
+	if n := testutil.Resources(t, c, projectLabel(a.Project())); n != 0 {
 		t.Errorf("%d resources of %s left", n, a.Project())
 	}
-	if n := resources(t, c, projectLabel(b.Project())); n != 3 {
+	if n := testutil.Resources(t, c, projectLabel(b.Project())); n != 3 {
 		t.Errorf("the other project lost resources: %d of 3 left", n)
 	}
 
@@ -272,7 +272,7 @@ func TestCleanupAllOfTwentyTwoServiceProjects(t *testing.T) {
 			t.Errorf("%s: %+v %s", p.Name, p.Removed, p.Error)
 		}
 	}
-	if n := resources(t, c, taskLabel(task)); n != 0 {
+	if n := testutil.Resources(t, c, taskLabel(task)); n != 0 {
 		t.Errorf("%d resources left", n)
 	}
 	if res := cleanupJSON(t, "--all", "--task", task); len(res.Projects) != 0 {
@@ -307,7 +307,7 @@ func TestVerbsWorkWithTheStateFileDeleted(t *testing.T) {
 	if res := cleanupJSON(t, "--state-dir", dir, ss[1].Project()); len(res.Projects) != 1 {
 		t.Fatalf("cleanup: %+v", res)
 	}
-	if n := resources(t, o.Client(), taskLabel(task)); n != 0 {
+	if n := testutil.Resources(t, o.Client(), taskLabel(task)); n != 0 {
 		t.Errorf("%d resources left", n)
 	}
 }

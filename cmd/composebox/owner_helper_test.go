@@ -18,10 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 
 	"github.com/composebox/composebox/cleanup"
@@ -194,25 +190,6 @@ func removeTaskProjects(t *testing.T, c client.APIClient, task string) {
 			t.Errorf("remove projects of %s: %v", task, err)
 		}
 	})
-}
-
-// resources counts the containers, networks and volumes carrying label.
-func resources(t *testing.T, c client.APIClient, label string) int {
-	t.Helper()
-	f := filters.NewArgs(filters.Arg("label", label))
-	ctrs, err := c.ContainerList(t.Context(), container.ListOptions{All: true, Filters: f})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nets, err := c.NetworkList(t.Context(), network.ListOptions{Filters: f})
-	if err != nil {
-		t.Fatal(err)
-	}
-	vols, err := c.VolumeList(t.Context(), volume.ListOptions{Filters: f})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(ctrs) + len(nets) + len(vols.Volumes)
 }
 
 func taskLabel(task string) string       { return cleanup.LabelTask + "=" + task }

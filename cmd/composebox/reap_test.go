@@ -48,7 +48,7 @@ func TestReapVerb(t *testing.T) {
 	if !slices.Equal(names, []string{owner.project}) {
 		t.Errorf("reaped %v, want %s", names, owner.project)
 	}
-	if n := resources(t, c, taskLabel(task)); n != 0 {
+	if n := testutil.Resources(t, c, taskLabel(task)); n != 0 {
 		t.Errorf("%d resources left", n)
 	}
 }
