@@ -90,6 +90,16 @@ func TestMultiServiceComesUpHealthyInDependencyOrder(t *testing.T) {
 			t.Errorf("%s's healthcheck fails after it was ready: %v %+v", dep, err, res)
 		}
 	}
+	// Service DNS: the default sandbox reaches web and db by their service names.
+	for _, probe := range []struct{ script, want string }{
+		{"wget -qO- http://web/", "hello from web"},
+		{"nc -w 2 db 5432 </dev/null", "pong"},
+	} {
+		res, err := s.Default().Exec(t.Context(), orchestrator.ExecRequest{Cmd: []string{"sh", "-c", probe.script}, Timeout: 20 * time.Second})
+		if err != nil || res.ExitCode != 0 || !strings.Contains(res.StdoutText(), probe.want) {
+			t.Errorf("%s: %v, exit %d, stdout %q, stderr %q", probe.script, err, res.ExitCode, res.StdoutText(), res.StderrText())
+		}
+	}
 	if rec.count(orchestrator.EventSampleHealthy) != 1 || rec.count(orchestrator.EventSampleStarted) != 1 {
 		t.Errorf("events: %+v", rec.events)
 	}
@@ -331,5 +341,83 @@ func TestUnknownServiceIsNotFound(t *testing.T) {
 	}
 	if s.Default().Service() != "default" || s.Default().WorkingDir() != "/workspace" {
 		t.Errorf("default sandbox %s in %s", s.Default().Service(), s.Default().WorkingDir())
+	}
+}
+
+// TestReadinessDoesNotWaitForDockersFirstProbe: Engine 20.10 runs a healthcheck first after its
+// interval (30 s by default here). With a 10 s budget, the sample can only come up if
+// composebox's own probing makes the dependency ready, and a probe that never passes still
+// fails the sample.
+func TestReadinessDoesNotWaitForDockersFirstProbe(t *testing.T) {
+	o, rec := newOrchestrator(t)
+	task := taskInit(t, o, orchestrator.TaskSpec{Name: "default-interval", ReadyTimeout: 10 * time.Second, YAML: []byte(`
+services:
+  default:
+    image: ${COMPOSEBOX_BASE_IMAGE}
+    command: ["tail", "-f", "/dev/null"]
+    depends_on:
+      dep: {condition: service_healthy}
+  dep:
+    image: ${COMPOSEBOX_BASE_IMAGE}
+    command: ["sh", "-c", "touch /tmp/up; exec tail -f /dev/null"]
+    healthcheck:
+      test: ["CMD", "test", "-f", "/tmp/up"]
+`)})
+	s, err := task.SampleInit(t.Context(), orchestrator.SampleSpec{})
+	if err != nil {
+		t.Fatalf("sample with a default-interval healthcheck did not come up within 10 s: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Cleanup(context.Background()) })
+	if _, ok := rec.readyTimes(s.Project())["dep"]; !ok {
+		t.Error("no service_ready event for dep")
+	}
+
+	never := taskInit(t, o, orchestrator.TaskSpec{Name: "never-healthy", ReadyTimeout: 2 * time.Second, YAML: []byte(`
+services:
+  default:
+    image: ${COMPOSEBOX_BASE_IMAGE}
+    command: ["tail", "-f", "/dev/null"]
+    healthcheck:
+      test: ["CMD", "false"]
+`)})
+	_, err = never.SampleInit(t.Context(), orchestrator.SampleSpec{})
+	var nr *lifecycle.NotReadyError
+	if !errors.As(err, &nr) || nr.Reason != "timeout" || !errors.Is(err, orchestrator.ErrTimeout) {
+		t.Fatalf("err = %v, want a timeout NotReadyError", err)
+	}
+}
+
+func TestConnection(t *testing.T) {
+	o, _ := newOrchestrator(t)
+	task := taskInit(t, o, orchestrator.TaskSpec{Name: "connection", YAML: []byte(`
+services:
+  default:
+    image: ${COMPOSEBOX_BASE_IMAGE}
+    command: ["httpd", "-f", "-p", "8080"]
+    user: sandbox
+    ports: ["127.0.0.1::8080", "0.0.0.0::8080/udp"]
+`)})
+	s, err := task.SampleInit(t.Context(), orchestrator.SampleSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Cleanup(context.Background()) })
+	conn, err := s.Default().Connection(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conn.ContainerID != s.Default().ContainerID() || conn.ContainerName != s.Default().ContainerName() {
+		t.Errorf("connection names %s/%s, sandbox %s/%s", conn.ContainerID, conn.ContainerName, s.Default().ContainerID(), s.Default().ContainerName())
+	}
+	if want := "docker exec -it --user sandbox " + conn.ContainerName + " sh"; conn.Command != want {
+		t.Errorf("command %q, want %q", conn.Command, want)
+	}
+	if len(conn.Ports) != 2 {
+		t.Fatalf("ports %+v, want tcp and udp 8080", conn.Ports)
+	}
+	for _, p := range conn.Ports {
+		if p.ContainerPort != 8080 || p.HostIP != "127.0.0.1" || p.HostPort == 0 {
+			t.Errorf("port %+v: want 8080 reachable on 127.0.0.1", p)
+		}
 	}
 }

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/composebox/composebox/internal/testutil"
+)
+
+// TestUpExecCpDown drives a sample through the verbs a person uses: up (which hands the sample
+// over as detached), exec with its exit codes, cp both ways, and down.
+func TestUpExecCpDown(t *testing.T) {
+	c := testutil.Docker(t)
+	t.Setenv("COMPOSEBOX_STATE_DIR", t.TempDir())
+	code, out, errOut := runCLI(t, "up", "--json", "--task", "cli-flow", filepath.Join("..", "..", "testdata", "projects", "multi-service"))
+	var up upResult
+	_ = json.Unmarshal([]byte(out), &up)
+	if up.Project != "" {
+		t.Cleanup(func() { runCLI(t, "down", up.Project) })
+	}
+	if code != 0 || up.Project == "" {
+		t.Fatalf("up: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if len(up.Services) != 3 || up.Services[0].Name != "default" || !up.Services[0].Default || up.Services[0].WorkingDir != "/workspace" {
+		t.Errorf("up services %+v", up.Services)
+	}
+	p := up.Project
+
+	cases := []struct {
+		args     []string
+		code     int
+		contains string
+	}{
+		{[]string{"exec", "-p", p, "--", "wget", "-qO-", "http://web/"}, 0, "hello from web"},
+		{[]string{"exec", "-p", p, "-s", "db", "--", "sh", "-c", "exit 7"}, 7, ""},
+		{[]string{"exec", "-p", p, "--", "no-such-binary"}, exitNotFound, ""},
+		{[]string{"exec", "-p", p, "--", "/etc/passwd"}, exitCannotRun, ""},
+		{[]string{"exec", "-p", p, "--timeout", "300ms", "--", "sleep", "30"}, exitTimeout, ""},
+		{[]string{"exec", "-p", p, "-u", "sandbox", "-w", "/tmp", "-e", "GREETING=hi", "--", "sh", "-c", "echo $GREETING $(id -un) $(pwd)"}, 0, "hi sandbox /tmp"},
+		{[]string{"exec", "-p", p, "-s", "nope", "--", "true"}, exitFailure, ""},
+		{[]string{"exec", "-p", "cbx-no-such-project", "--", "true"}, exitFailure, ""},
+	}
+	for _, tc := range cases {
+		code, out, errOut := runCLI(t, tc.args...)
+		if code != tc.code || !strings.Contains(out, tc.contains) {
+			t.Errorf("%v: exit %d (want %d), stdout %q, stderr %q", tc.args, code, tc.code, out, errOut)
+		}
+	}
+	code, out, _ = runCLI(t, "exec", "--json", "-p", p, "--", "sh", "-c", "printf out; printf err >&2; exit 3")
+	var res execJSON
+	if code != 3 || json.Unmarshal([]byte(out), &res) != nil || res.ExitCode != 3 || res.Stdout != "out" || res.Stderr != "err" {
+		t.Errorf("exec --json: exit %d, %q", code, out)
+	}
+
+	host := filepath.Join(t.TempDir(), "f.bin")
+	data := []byte("line one\nbinary \x00\xff end\n")
+	if err := os.WriteFile(host, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runCLI(t, "cp", "-p", p, host, "web:/tmp/copied/f.bin"); code != 0 {
+		t.Fatalf("cp in: exit %d, %s", code, errOut)
+	}
+	back := filepath.Join(t.TempDir(), "back.bin")
+	if code, _, errOut := runCLI(t, "cp", "-p", p, "web:/tmp/copied/f.bin", back); code != 0 {
+		t.Fatalf("cp out: exit %d, %s", code, errOut)
+	}
+	if got, _ := os.ReadFile(back); string(got) != string(data) {
+		t.Errorf("cp round trip: %q, want %q", got, data)
+	}
+	if code, _, errOut := runCLI(t, "cp", "-p", p, ":/no/such/file", "-"); code != exitFailure || !strings.Contains(errOut, "not_found") {
+		t.Errorf("cp of a missing file: exit %d, %s", code, errOut)
+	}
+
+	// A detached sample is not stale, even though `up` (this process's run) is over.
+	if code, _, errOut := runCLI(t, "cleanup", "--stale"); code != 0 {
+		t.Fatalf("cleanup --stale: exit %d, %s", code, errOut)
+	}
+	if n := testutil.Resources(t, c, "com.docker.compose.project="+p); n == 0 {
+		t.Fatal("cleanup --stale removed a detached sample")
+	}
+	if code, _, errOut := runCLI(t, "down", p); code != 0 {
+		t.Fatalf("down: exit %d, %s", code, errOut)
+	}
+	if n := testutil.Resources(t, c, "com.docker.compose.project="+p); n != 0 {
+		t.Errorf("%d resources left after down", n)
+	}
+	if code, _, _ := runCLI(t, "down", p); code != 0 {
+		t.Error("down of a removed project is an error")
+	}
+}
