@@ -67,7 +67,9 @@ func Doctor(ctx context.Context, opts Options) Report {
 	var checks []Check
 	c, info, err := engine.Connect(ctx, opts.PingTimeout)
 	if err != nil {
-		checks = append(checks, Check{Name: "daemon", Status: Fail, Detail: err.Error(), Fix: engine.StartHint})
+		// The error carries the start hint for library callers; here it goes in Fix.
+		detail := strings.Replace(err.Error(), " ("+engine.StartHint+")", "", 1)
+		checks = append(checks, Check{Name: "daemon", Status: Fail, Detail: detail, Fix: engine.StartHint})
 		checks = append(checks, busyboxCheck(opts.Busybox))
 		return finish(checks)
 	}

@@ -37,7 +37,8 @@ if ! engine_ok; then
   logfile=${DOCKERD_LOG:-/var/log/dockerd.log}
   if ! pgrep -x dockerd >/dev/null; then
     log "starting dockerd in the background (log: $logfile)"
-    nohup dockerd >"$logfile" 2>&1 </dev/null &
+    # Its own session, so that it outlives the shell (or CI step) that started it.
+    setsid nohup dockerd >"$logfile" 2>&1 </dev/null &
   fi
   for _ in $(seq 1 60); do
     engine_ok && break
