@@ -19,7 +19,6 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/composebox/composebox/cleanup"
-	"github.com/composebox/composebox/internal/engine"
 	"github.com/composebox/composebox/internal/testutil"
 )
 
@@ -27,25 +26,10 @@ import (
 // (and nothing else) can tell them from other runs' resources on a shared engine.
 const prefix = "cbxt-"
 
-// TestMain fails the package if its tests left any of their resources behind.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := leftovers(); err != nil {
-			fmt.Fprintln(os.Stderr, "leak check:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// TestMain fails the package if its tests left any of their projects behind.
+func TestMain(m *testing.M) { testutil.LeakCheck(m, leftovers) }
 
-func leftovers() error {
-	ctx := context.Background()
-	c, _, err := engine.Connect(ctx, 0)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+func leftovers(ctx context.Context, c client.APIClient) error {
 	projects, err := cleanup.List(ctx, c)
 	if err != nil {
 		return err

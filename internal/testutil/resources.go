@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"context"
 	"testing"
 
 	"github.com/docker/docker/api/types/container"
@@ -14,18 +15,27 @@ import (
 // ("key=value" or "key").
 func Resources(t testing.TB, c client.APIClient, label string) int {
 	t.Helper()
-	f := filters.NewArgs(filters.Arg("label", label))
-	ctrs, err := c.ContainerList(t.Context(), container.ListOptions{All: true, Filters: f})
+	n, err := Count(t.Context(), c, filters.Arg("label", label))
 	if err != nil {
 		t.Fatal(err)
 	}
-	nets, err := c.NetworkList(t.Context(), network.ListOptions{Filters: f})
+	return n
+}
+
+// Count counts the containers (running or not), networks and volumes matching every filter.
+func Count(ctx context.Context, c client.APIClient, f ...filters.KeyValuePair) (int, error) {
+	args := filters.NewArgs(f...)
+	ctrs, err := c.ContainerList(ctx, container.ListOptions{All: true, Filters: args})
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
-	vols, err := c.VolumeList(t.Context(), volume.ListOptions{Filters: f})
+	nets, err := c.NetworkList(ctx, network.ListOptions{Filters: args})
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
-	return len(ctrs) + len(nets) + len(vols.Volumes)
+	vols, err := c.VolumeList(ctx, volume.ListOptions{Filters: args})
+	if err != nil {
+		return 0, err
+	}
+	return len(ctrs) + len(nets) + len(vols.Volumes), nil
 }
