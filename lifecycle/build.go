@@ -24,6 +24,10 @@ type BuildOptions struct {
 	Tag string
 	// Labels are added to the image.
 	Labels map[string]string
+	// Limit, when set, bounds concurrent builds: it is called just before a build really runs
+	// (not when the tag exists, nor when the call shares another caller's build of the tag),
+	// and the build's turn ends when the returned release is called.
+	Limit func(ctx context.Context) (release func(), err error)
 }
 
 // Build builds svc's image as opts.Tag unless an image with that tag exists. Concurrent calls
@@ -40,6 +44,13 @@ func (e *Engine) Build(ctx context.Context, svc types.ServiceConfig, opts BuildO
 		return false, err
 	}
 	return e.images.EnsureTag(ctx, opts.Tag, func(ctx context.Context) error {
+		if opts.Limit != nil {
+			release, err := opts.Limit(ctx)
+			if err != nil {
+				return fmt.Errorf("build service %s: %w", svc.Name, err)
+			}
+			defer release()
+		}
 		return e.buildClassic(ctx, svc, opts)
 	})
 }

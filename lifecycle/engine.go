@@ -20,7 +20,9 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/sirupsen/logrus"
 
+	cbxerr "github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/internal/images"
+	"github.com/composebox/composebox/internal/subnets"
 )
 
 // Engine is one embedded compose service bound to one Engine API client. It is safe for
@@ -31,6 +33,11 @@ type Engine struct {
 	compose api.Compose
 	images  *images.Builder
 	log     *slog.Logger
+	// retry is how lifecycle calls through api ride out daemon hiccups (see Retrying).
+	retry   RetryPolicy
+	subnets Subnets
+	pool    subnets.Pool
+	alloc   allocator
 	// out collects what compose writes to its own streams (it should write nothing: progress
 	// is quiet), so that nothing reaches the process's stdout or stderr.
 	out lockedBuffer
@@ -62,8 +69,17 @@ func New(c client.APIClient, opts ...Option) (*Engine, error) {
 	for _, o := range opts {
 		o(e)
 	}
+	pool, err := e.subnets.pool()
+	if err != nil && !e.subnets.Disabled {
+		return nil, cbxerr.Wrap(cbxerr.ErrInvalidConfig, err, "new engine")
+	}
+	e.pool = pool
+	// Everything the engine does, compose's own calls and teardown included, goes through the
+	// retrying client; exec and copies pass through it untouched.
+	e.api = Retrying(c, e.retry, e.log)
+	e.images = images.NewBuilder(e.api)
 	cli, err := command.NewDockerCli(
-		command.WithAPIClient(c),
+		command.WithAPIClient(e.api),
 		command.WithInputStream(io.NopCloser(bytes.NewReader(nil))),
 		command.WithOutputStream(&e.out),
 		command.WithErrorStream(&e.out),

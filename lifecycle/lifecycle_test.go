@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -50,7 +51,7 @@ func TestSmokeUpWaitDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := fmt.Sprintf("cbx-smoke-%d", time.Now().UnixNano()%1e6)
-	t.Cleanup(func() { _, _ = e.Down(t.Context(), name, DownOptions{}) })
+	t.Cleanup(func() { _, _ = e.Down(context.Background(), name, DownOptions{}) })
 	hc := &types.HealthCheckConfig{Test: []string{"CMD", "true"}, Interval: ptr(types.Duration(200 * time.Millisecond)), Retries: ptr(uint64(3))}
 	p := smokeProject(t, name, base, map[string]types.ServiceConfig{
 		"default": {Command: []string{"tail", "-f", "/dev/null"}, HealthCheck: hc},

@@ -47,6 +47,9 @@ func (e *Engine) Up(ctx context.Context, p *types.Project, opts UpOptions) error
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancel()
+	if err := e.createNetworks(cctx, p); err != nil {
+		return fmt.Errorf("up project %s: %w", p.Name, err)
+	}
 	err := e.compose.Create(cctx, p, api.CreateOptions{
 		Services:             services,
 		Recreate:             api.RecreateDiverged,
@@ -55,6 +58,9 @@ func (e *Engine) Up(ctx context.Context, p *types.Project, opts UpOptions) error
 		QuietPull:            true,
 		AssumeYes:            true,
 	})
+	if err != nil && poolExhausted(err) {
+		return addressPoolError(p.Name, err)
+	}
 	if err != nil {
 		return fmt.Errorf("up project %s: create: %w", p.Name, err)
 	}

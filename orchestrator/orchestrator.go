@@ -11,8 +11,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"time"
 
@@ -20,6 +20,7 @@ import (
 
 	"github.com/composebox/composebox/cleanup"
 	"github.com/composebox/composebox/compose"
+	"github.com/composebox/composebox/internal/cpus"
 	"github.com/composebox/composebox/internal/engine"
 	"github.com/composebox/composebox/lifecycle"
 	"github.com/composebox/composebox/prereqs"
@@ -32,8 +33,10 @@ type Orchestrator struct {
 	client client.APIClient
 	engine *lifecycle.Engine
 	owner  string
-	// sampleSlots bounds concurrent SampleInits.
-	sampleSlots chan struct{}
+	// limits are the concurrency limits in force; builds, starts, teardowns and execs enforce
+	// them, one gate per class of operation (limits.go; nil is unbounded).
+	limits                           Limits
+	builds, starts, teardowns, execs *gate
 
 	prereqMu   sync.Mutex
 	prereqInfo *engine.Info
@@ -45,7 +48,7 @@ type config struct {
 	stateDir     string
 	policy       compose.Policy
 	defaultImage string
-	maxStarts    int
+	limits       Limits
 	client       client.APIClient
 	pingTimeout  time.Duration
 	// reaper starts a watchdog process that removes this process's samples if it dies
@@ -53,6 +56,7 @@ type config struct {
 	reaper bool
 	// sweepStale removes stale projects of a task's name at TaskInit.
 	sweepStale bool
+	subnets    Subnets
 }
 
 // Option configures an Orchestrator.
@@ -94,15 +98,36 @@ func WithDefaultImage(ref string) Option {
 	return func(c *config) error { c.defaultImage = ref; return nil }
 }
 
-// WithMaxConcurrentSamples bounds how many SampleInits run at once (default: 2 × CPUs).
+// WithMaxConcurrentSamples bounds how many SampleInits create, start and wait for their
+// samples at once (Limits.Starts; default: 2 × CPUs, reached by a ramp).
 func WithMaxConcurrentSamples(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
 			return fmt.Errorf("max concurrent samples %d: must be at least 1", n)
 		}
-		c.maxStarts = n
+		c.limits.Starts = n
 		return nil
 	}
+}
+
+// Subnets configures managed subnets. Every bridge network composebox creates for a sample
+// gets an explicit small subnet from Pool, because the daemon's default address pools hold only
+// about 31 networks on Engine 20.10. A network whose IPAM the project sets itself is left alone.
+// The daemon arbitrates between processes: a subnet taken in the meantime is retried with the
+// next one. The zero value is on, with 10.213.0.0/16 as /27s (2048 networks).
+type Subnets struct {
+	// Disabled leaves numbering to the daemon's default address pools.
+	Disabled bool
+	// Pool is where subnets come from (default 10.213.0.0/16). Keep it clear of the daemon's
+	// default-address-pools; subnets that overlap the host's routes are skipped.
+	Pool netip.Prefix
+	// Bits is each subnet's prefix length (default 27: 30 addresses; at most 29).
+	Bits int
+}
+
+// WithSubnets configures managed subnets (default: on, 10.213.0.0/16 as /27s).
+func WithSubnets(s Subnets) Option {
+	return func(c *config) error { c.subnets = s; return nil }
 }
 
 // WithClient uses c instead of a client resolved from the environment. The orchestrator does
@@ -115,10 +140,9 @@ func WithClient(c client.APIClient) Option {
 // prerequisites once, on first use.
 func New(opts ...Option) (*Orchestrator, error) {
 	cfg := config{
-		log:       slog.New(slog.DiscardHandler),
-		observer:  func(Event) {},
-		policy:    compose.DefaultPolicy(),
-		maxStarts: 2 * runtime.NumCPU(),
+		log:      slog.New(slog.DiscardHandler),
+		observer: func(Event) {},
+		policy:   compose.DefaultPolicy(),
 	}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
@@ -128,7 +152,8 @@ func New(opts ...Option) (*Orchestrator, error) {
 	if cfg.stateDir == "" {
 		cfg.stateDir = cleanup.DefaultStateDir()
 	}
-	o := &Orchestrator{cfg: cfg, owner: cleanup.SelfOwner(), sampleSlots: make(chan struct{}, cfg.maxStarts)}
+	o := &Orchestrator{cfg: cfg, owner: cleanup.SelfOwner()}
+	o.initLimits(cfg.limits.orDefaults(cpus.Count()))
 	o.client = cfg.client
 	if o.client == nil {
 		c, err := engine.NewClient()
@@ -137,7 +162,8 @@ func New(opts ...Option) (*Orchestrator, error) {
 		}
 		o.client = c
 	}
-	e, err := lifecycle.New(o.client, lifecycle.WithLogger(cfg.log))
+	e, err := lifecycle.New(o.client, lifecycle.WithLogger(cfg.log), lifecycle.WithRetry(o.retryPolicy()),
+		lifecycle.WithSubnets(lifecycle.Subnets{Disabled: cfg.subnets.Disabled, Pool: cfg.subnets.Pool, Bits: cfg.subnets.Bits}))
 	if err != nil {
 		o.closeClient()
 		return nil, fmt.Errorf("new orchestrator: %w", err)

@@ -74,12 +74,13 @@ func (s *Sample) Sandbox(service string) (*Sandbox, error) {
 // every service that was not ready, with its state, exit code, health output and log tail.
 func (t *Task) SampleInit(ctx context.Context, spec SampleSpec) (*Sample, error) {
 	start := time.Now()
-	select {
-	case t.o.sampleSlots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("sample init %s: %w", t.name, ctx.Err())
+	slot, err := t.o.starts.acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sample init %s: %w", t.name, err)
 	}
-	defer func() { <-t.o.sampleSlots }()
+	// The slot is released with the start's outcome as soon as it is known, which steers the
+	// ramp; this only covers the returns before that.
+	defer slot.release(neutral)
 
 	short := compose.NewSampleID()
 	id := spec.ID
@@ -99,6 +100,8 @@ func (t *Task) SampleInit(ctx context.Context, spec SampleSpec) (*Sample, error)
 		return nil, fmt.Errorf("sample init %s: %w", s.project, err)
 	}
 	fail := func(err error) (*Sample, error) {
+		// Before the teardown: removing a failed sample is not a start.
+		slot.release(outcomeOf(err))
 		err = fmt.Errorf("sample init %s: %w", s.project, err)
 		t.o.emit(Event{Kind: EventSampleFailed, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start), Err: err})
 		if !spec.KeepOnFailure {
@@ -122,6 +125,7 @@ func (t *Task) SampleInit(ctx context.Context, spec SampleSpec) (*Sample, error)
 	if err != nil {
 		return fail(err)
 	}
+	slot.release(succeeded)
 	order, err := compose.ServiceOrder(p)
 	if err != nil {
 		return fail(err)
@@ -207,7 +211,12 @@ func (s *Sample) Cleanup(ctx context.Context) error {
 		start := time.Now()
 		dctx, cancel := teardownContext(ctx)
 		defer cancel()
-		_, err := s.o.engine.Down(dctx, s.project, lifecycle.DownOptions{})
+		// The slot wait is bounded by the teardown's deadline, not by ctx: see teardownContext.
+		slot, err := s.o.teardowns.acquire(dctx)
+		if err == nil {
+			_, err = s.o.engine.Down(dctx, s.project, lifecycle.DownOptions{})
+			slot.release(neutral)
+		}
 		if err != nil {
 			s.cleanupErr = fmt.Errorf("sample cleanup %s: %w", s.project, err)
 		}

@@ -48,11 +48,14 @@ type Sandbox struct {
 	container string
 	isDefault bool
 	target    sandboxio.Target
+	// execs bounds exec and file calls orchestrator-wide (nil: unbounded).
+	execs *gate
 }
 
 func (o *Orchestrator) newSandbox(project, service, containerID, name, workingDir, user string, isDefault bool) *Sandbox {
 	return &Sandbox{
-		project: project, service: service, container: name, isDefault: isDefault,
+		project: project, service: service, container: name, isDefault: isDefault, execs: o.execs,
+		// The raw client, not the engine's retrying one: an exec is never retried implicitly.
 		target: sandboxio.Target{Client: o.client, Container: containerID, Service: service, WorkingDir: workingDir, User: user},
 	}
 }
@@ -82,19 +85,42 @@ func (b *Sandbox) IsDefault() bool { return b.isDefault }
 // process it started are killed inside the container, and the error is ErrTimeout with the
 // partial output in its *ExecError. A stopped or removed container is ErrUnavailable.
 func (b *Sandbox) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+	release, err := b.execSlot(ctx, "exec")
+	if err != nil {
+		return ExecResult{}, err
+	}
+	defer release()
 	return sandboxio.Exec(ctx, b.target, req)
 }
 
 // ExecStream starts req and returns at once; its Events arrive as the command writes them.
 // Cancelling ctx or calling Kill kills the command like a timeout. Stdin is not supported.
 func (b *Sandbox) ExecStream(ctx context.Context, req ExecRequest) (*Process, error) {
-	return sandboxio.ExecStream(ctx, b.target, req)
+	release, err := b.execSlot(ctx, "exec")
+	if err != nil {
+		return nil, err
+	}
+	p, err := sandboxio.ExecStream(ctx, b.target, req)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	if b.execs != nil {
+		// The slot is the command's until it ends, not until ExecStream returns.
+		go func() { <-p.Done(); release() }()
+	}
+	return p, nil
 }
 
 // ReadFile returns the file's bytes, following symlinks, up to DefaultReadLimit (past it:
 // ErrOutputLimit, enforced while streaming). A relative path resolves against WorkingDir.
 // Errors carry the path: ErrNotFound, ErrIsDirectory, ErrPermission, ErrOutputLimit.
 func (b *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	release, err := b.execSlot(ctx, "read "+path)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	return sandboxio.ReadFile(ctx, b.target, path, DefaultReadLimit)
 }
 
@@ -104,6 +130,11 @@ func (b *Sandbox) ReadFileTo(ctx context.Context, path string, w io.Writer, limi
 	if limit <= 0 {
 		limit = DefaultReadLimit
 	}
+	release, err := b.execSlot(ctx, "read "+path)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
 	return sandboxio.ReadFileTo(ctx, b.target, path, w, limit)
 }
 
@@ -111,11 +142,21 @@ func (b *Sandbox) ReadFileTo(ctx context.Context, path string, w io.Writer, limi
 // sandbox's user (so the file is owned by that user, and a non-root user gets ErrPermission
 // where it may not write).
 func (b *Sandbox) WriteFile(ctx context.Context, path string, data []byte) error {
+	release, err := b.execSlot(ctx, "write "+path)
+	if err != nil {
+		return err
+	}
+	defer release()
 	return sandboxio.WriteFile(ctx, b.target, path, data)
 }
 
 // WriteFileFrom is WriteFile streaming size bytes from r.
 func (b *Sandbox) WriteFileFrom(ctx context.Context, path string, r io.Reader, size int64) error {
+	release, err := b.execSlot(ctx, "write "+path)
+	if err != nil {
+		return err
+	}
+	defer release()
 	return sandboxio.WriteFileFrom(ctx, b.target, path, r, size)
 }
 

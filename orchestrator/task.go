@@ -187,7 +187,7 @@ func (t *Task) prepareImages(ctx context.Context) error {
 			}
 		} else {
 			start := time.Now()
-			built, err := t.o.engine.Build(ctx, svc, lifecycle.BuildOptions{Tag: b.Tag, Labels: labels})
+			built, err := t.o.engine.Build(ctx, svc, lifecycle.BuildOptions{Tag: b.Tag, Labels: labels, Limit: t.o.buildLimit})
 			if err != nil {
 				return err
 			}
@@ -210,7 +210,7 @@ func (t *Task) prepareImages(ctx context.Context) error {
 }
 
 func (t *Task) requireImage(ctx context.Context, ref, why string) error {
-	_, err := t.o.client.ImageInspect(ctx, ref)
+	_, err := t.o.engine.Client().ImageInspect(ctx, ref)
 	switch {
 	case err == nil:
 		return nil
@@ -257,12 +257,21 @@ func (t *Task) Cleanup(ctx context.Context) error {
 	// sweep by labels.
 	dctx, cancel := teardownContext(ctx)
 	defer cancel()
-	projects, err := cleanup.ProjectsOf(dctx, t.o.client, t.name, t.o.owner)
+	// The engine's client retries transient daemon errors, which a teardown must ride out.
+	c := t.o.engine.Client()
+	projects, err := cleanup.ProjectsOf(dctx, c, t.name, t.o.owner)
 	if err != nil {
 		errs = multierror.Append(errs, err)
 	}
 	for _, p := range projects {
-		if _, err := cleanup.RemoveProject(dctx, t.o.client, p, cleanup.RemoveOptions{}); err != nil {
+		slot, err := t.o.teardowns.acquire(dctx)
+		if err != nil {
+			errs = multierror.Append(errs, fmt.Errorf("remove project %s: %w", p, err))
+			continue
+		}
+		_, err = cleanup.RemoveProject(dctx, c, p, cleanup.RemoveOptions{})
+		slot.release(neutral)
+		if err != nil {
 			errs = multierror.Append(errs, err)
 		}
 	}

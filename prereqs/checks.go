@@ -2,10 +2,8 @@ package prereqs
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 	"syscall"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/composebox/composebox/cleanup"
 	"github.com/composebox/composebox/internal/engine"
 	"github.com/composebox/composebox/internal/images"
+	"github.com/composebox/composebox/internal/subnets"
 )
 
 func busyboxCheck(path string) Check {
@@ -56,85 +55,23 @@ func baseImageCheck(ctx context.Context, c client.APIClient, busybox string) Che
 	return Check{Name: "base_image", Status: Pass, Detail: ref + " present"}
 }
 
-// pool is one of the daemon's default address pools: base split into subnets of size Size.
-type pool struct {
-	Base netip.Prefix
-	Size int
-}
-
-// defaultPools are Engine 20.10's local-scope defaults (libnetwork ipamutils): 31 networks in
-// all, the wall every per-sample-network harness runs into.
-var defaultPools = []pool{
-	{netip.MustParsePrefix("172.17.0.0/16"), 16},
-	{netip.MustParsePrefix("172.18.0.0/16"), 16},
-	{netip.MustParsePrefix("172.19.0.0/16"), 16},
-	{netip.MustParsePrefix("172.20.0.0/14"), 16},
-	{netip.MustParsePrefix("172.24.0.0/14"), 16},
-	{netip.MustParsePrefix("172.28.0.0/14"), 16},
-	{netip.MustParsePrefix("192.168.0.0/16"), 20},
-}
-
-// daemonPools reads default-address-pools from the local daemon.json, falling back to the
-// engine's defaults. The API (1.41) does not report the pools, so this is best effort.
-func daemonPools() ([]pool, string) {
-	b, err := os.ReadFile("/etc/docker/daemon.json")
-	if err != nil {
-		return defaultPools, "engine defaults"
-	}
-	var cfg struct {
-		Pools []struct {
-			Base string `json:"base"`
-			Size int    `json:"size"`
-		} `json:"default-address-pools"`
-	}
-	if json.Unmarshal(b, &cfg) != nil || len(cfg.Pools) == 0 {
-		return defaultPools, "engine defaults"
-	}
-	var out []pool
-	for _, p := range cfg.Pools {
-		pfx, err := netip.ParsePrefix(p.Base)
-		if err != nil || p.Size < pfx.Bits() || p.Size > 32 {
-			return defaultPools, "engine defaults (daemon.json pools unreadable)"
-		}
-		out = append(out, pool{pfx.Masked(), p.Size})
-	}
-	return out, "/etc/docker/daemon.json"
-}
-
-// FreeSlots counts, for each pool, how many more networks the daemon can carve from it, given
-// the subnets already in use.
-func FreeSlots(pools []pool, used []netip.Prefix) (free, total int) {
+// FreeSlots counts, over pools, how many more networks can be carved given the subnets already
+// in use, and how many the pools hold in all.
+func FreeSlots(pools []subnets.Pool, used []netip.Prefix) (free, total int) {
 	for _, p := range pools {
-		n := 1 << (p.Size - p.Base.Bits())
-		total += n
-		for i := range n {
-			slot := nthSubnet(p, i)
-			taken := false
-			for _, u := range used {
-				if slot.Overlaps(u) {
-					taken = true
-					break
-				}
-			}
-			if !taken {
-				free++
-			}
-		}
+		free += p.Free(used)
+		total += p.Size()
 	}
 	return free, total
 }
 
-func nthSubnet(p pool, i int) netip.Prefix {
-	a := p.Base.Addr().As4()
-	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
-	v += uint32(i) << (32 - p.Size)
-	return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), p.Size)
-}
-
-func poolsCheck(ctx context.Context, c client.APIClient, info engine.Info) Check {
+// poolsChecks report, pool by pool, how many more networks can be created: from the daemon's
+// default pools (what compose and `docker network create` use) and from composebox's managed
+// subnet pool (what samples use unless managed subnets are off).
+func poolsChecks(ctx context.Context, c client.APIClient, info engine.Info, opts Options) []Check {
 	nets, err := c.NetworkList(ctx, network.ListOptions{})
 	if err != nil {
-		return Check{Name: "address_pools", Status: Warn, Detail: "list networks: " + err.Error()}
+		return []Check{{Name: "address_pools", Status: Warn, Detail: "list networks: " + err.Error()}}
 	}
 	var used []netip.Prefix
 	for _, n := range nets {
@@ -144,20 +81,69 @@ func poolsCheck(ctx context.Context, c client.APIClient, info engine.Info) Check
 			}
 		}
 	}
-	pools, source := defaultPools, "engine defaults"
-	if strings.HasPrefix(info.Host, "unix://") {
-		pools, source = daemonPools()
+	local := strings.HasPrefix(info.Host, "unix://")
+	pools, source := subnets.DaemonDefaults, "engine defaults"
+	if local {
+		pools, source = subnets.DaemonPools(subnets.DaemonConfig)
 	}
-	free, total := FreeSlots(pools, used)
-	detail := fmt.Sprintf("%d more bridge networks can be created from the default pools (%d of %d used; %s)", free, total-free, total, source)
+	free, _ := FreeSlots(pools, used)
+	var per []string
+	for _, p := range pools {
+		per = append(per, fmt.Sprintf("%s as /%d: %d of %d free", p.Base, p.Bits, p.Free(used), p.Size()))
+	}
+	detail := fmt.Sprintf("%d more bridge networks from the daemon's default pools (%s; %s)", free, source, strings.Join(per, ", "))
 	fix := "set default-address-pools in /etc/docker/daemon.json (e.g. {\"base\":\"10.200.0.0/16\",\"size\":24}) and restart dockerd, or remove unused networks (`composebox cleanup --stale`)"
+	daemon := Check{Name: "address_pools", Status: Pass, Detail: detail}
+	switch {
+	case free == 0 && opts.Subnets.Disabled:
+		daemon.Status, daemon.Fix = Fail, fix+"; or turn managed subnets on"
+	case free < 8:
+		// Samples do not need these while managed subnets are on; other networks still do.
+		daemon.Status, daemon.Fix = Warn, fix
+	}
+	return []Check{daemon, managedCheck(opts.Subnets, used, local)}
+}
+
+func managedCheck(s SubnetOptions, used []netip.Prefix, local bool) Check {
+	if s.Disabled {
+		return Check{Name: "managed_subnets", Status: Warn, Detail: "off: sample networks come from the daemon's default pools",
+			Fix: "drop --no-managed-subnets (orchestrator.Subnets.Disabled)"}
+	}
+	pool := subnets.Default
+	if s.Pool.IsValid() {
+		pool.Base = s.Pool.Masked()
+	}
+	if s.Bits != 0 {
+		pool.Bits = s.Bits
+	}
+	if err := pool.Validate(); err != nil {
+		return Check{Name: "managed_subnets", Status: Fail, Detail: err.Error(), Fix: "--subnet-pool / --subnet-bits"}
+	}
+	var clash []string
+	for _, d := range subnets.DaemonDefaults {
+		if d.Base.Overlaps(pool.Base) {
+			clash = append(clash, d.Base.String())
+		}
+	}
+	taken := used
+	if local {
+		if routes, err := subnets.HostRoutes(); err == nil {
+			taken = append(taken, routes...)
+		}
+	}
+	free := pool.Free(taken)
+	detail := fmt.Sprintf("%d more sample networks from %s (%d of %d in use)", free, pool, pool.Size()-free, pool.Size())
+	fix := "a larger or different pool: --subnet-pool / --subnet-bits (orchestrator.WithSubnets), or `composebox cleanup --stale`"
 	switch {
 	case free == 0:
-		return Check{Name: "address_pools", Status: Fail, Detail: detail, Fix: fix}
-	case free < 8:
-		return Check{Name: "address_pools", Status: Warn, Detail: detail, Fix: fix}
+		return Check{Name: "managed_subnets", Status: Fail, Detail: detail, Fix: fix}
+	case len(clash) > 0:
+		return Check{Name: "managed_subnets", Status: Warn, Detail: detail + "; it overlaps the daemon's default pools " + strings.Join(clash, ", "),
+			Fix: "choose a pool outside 172.16.0.0/12 and 192.168.0.0/16"}
+	case free < 64:
+		return Check{Name: "managed_subnets", Status: Warn, Detail: detail, Fix: fix}
 	}
-	return Check{Name: "address_pools", Status: Pass, Detail: detail}
+	return Check{Name: "managed_subnets", Status: Pass, Detail: detail}
 }
 
 const gib = 1 << 30

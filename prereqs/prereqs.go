@@ -6,6 +6,7 @@ package prereqs
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -53,6 +54,15 @@ type Options struct {
 	Busybox     string        // default images.DefaultBusybox
 	// Extra are checks computed by the caller (the policy in force, say), appended as given.
 	Extra []Check
+	// Subnets is the managed-subnet configuration whose pool capacity to report.
+	Subnets SubnetOptions
+}
+
+// SubnetOptions mirrors orchestrator.Subnets (this package does not import the orchestrator).
+type SubnetOptions struct {
+	Disabled bool
+	Pool     netip.Prefix // default 10.213.0.0/16
+	Bits     int          // default 27
 }
 
 // knownDrivers are storage drivers composebox is tested or known to work with.
@@ -65,28 +75,31 @@ var knownDrivers = map[string]Status{
 // the ping timeout, and checks that need the daemon are skipped when it does not answer.
 func Doctor(ctx context.Context, opts Options) Report {
 	var checks []Check
+	// Seed 001's health check (health.go), in its four states, second after the daemon line.
+	health := CheckHealth(ctx, HealthOptions{}).Check()
 	c, info, err := engine.Connect(ctx, opts.PingTimeout)
 	if err != nil {
 		// The error carries the start hint for library callers; here it goes in Fix.
 		detail := strings.Replace(err.Error(), " ("+engine.StartHint+")", "", 1)
-		checks = append(checks, Check{Name: "daemon", Status: Fail, Detail: detail, Fix: engine.StartHint})
+		checks = append(checks, Check{Name: "daemon", Status: Fail, Detail: detail, Fix: engine.StartHint}, health)
 		checks = append(checks, busyboxCheck(opts.Busybox))
 		return finish(checks)
 	}
 	defer c.Close()
 	sys, err := c.Info(ctx)
 	if err != nil {
-		checks = append(checks, Check{Name: "daemon", Status: Fail, Detail: "read engine info: " + err.Error(), Fix: engine.StartHint})
+		checks = append(checks, Check{Name: "daemon", Status: Fail, Detail: "read engine info: " + err.Error(), Fix: engine.StartHint}, health)
 		return finish(checks)
 	}
 	checks = append(checks,
 		Check{Name: "daemon", Status: Pass, Detail: fmt.Sprintf("engine %s at %s", sys.ServerVersion, info.Host)},
+		health,
 		Check{Name: "api_version", Status: Pass, Detail: fmt.Sprintf("%s (minimum %s, negotiated)", info.APIVersion, engine.MinAPIVersion)},
 		driverCheck(sys),
 		baseImageCheck(ctx, c, opts.Busybox),
-		poolsCheck(ctx, c, info),
-		diskCheck(sys, info),
 	)
+	checks = append(checks, poolsChecks(ctx, c, info, opts)...)
+	checks = append(checks, diskCheck(sys, info))
 	checks = append(checks, opts.Extra...)
 	return finish(checks)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/composebox/composebox/internal/subnets"
 	"github.com/composebox/composebox/internal/testutil"
 )
 
@@ -68,9 +69,48 @@ func TestFreeSlots(t *testing.T) {
 		{"a big net covering slots", []netip.Prefix{p("172.20.0.0/14")}, 27, 31},
 	}
 	for _, c := range cases {
-		free, total := FreeSlots(defaultPools, c.used)
+		free, total := FreeSlots(subnets.DaemonDefaults, c.used)
 		if free != c.wantFree || total != c.wantTotal {
 			t.Errorf("%s: free %d/%d, want %d/%d", c.name, free, total, c.wantFree, c.wantTotal)
 		}
+	}
+}
+
+func TestManagedSubnetsCheck(t *testing.T) {
+	p := func(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+	cases := []struct {
+		name   string
+		opts   SubnetOptions
+		used   []netip.Prefix
+		status Status
+		detail string
+	}{
+		{"default pool", SubnetOptions{}, nil, Pass, "2048 more sample networks from 10.213.0.0/16 as /27s"},
+		{"half used", SubnetOptions{Pool: p("10.9.0.0/24"), Bits: 26}, []netip.Prefix{p("10.9.0.0/25")}, Warn, "2 more sample networks"},
+		{"full", SubnetOptions{Pool: p("10.9.0.0/26"), Bits: 26}, []netip.Prefix{p("10.9.0.0/26")}, Fail, "0 more"},
+		{"overlaps daemon pools", SubnetOptions{Pool: p("172.20.0.0/16")}, nil, Warn, "overlaps the daemon's default pools 172.20.0.0/14"},
+		{"off", SubnetOptions{Disabled: true}, nil, Warn, "off"},
+		{"invalid", SubnetOptions{Bits: 31}, nil, Fail, "too small"},
+	}
+	for _, c := range cases {
+		got := managedCheck(c.opts, c.used, false)
+		if got.Status != c.status || !strings.Contains(got.Detail, c.detail) {
+			t.Errorf("%s: %s", c.name, got)
+		}
+	}
+}
+
+func TestDoctorReportsEachPool(t *testing.T) {
+	testutil.Docker(t)
+	r := Doctor(t.Context(), Options{})
+	byName := map[string]Check{}
+	for _, c := range r.Checks {
+		byName[c.Name] = c
+	}
+	if c := byName["address_pools"]; !strings.Contains(c.Detail, "172.17.0.0/16 as /16") || !strings.Contains(c.Detail, "192.168.0.0/16 as /20") {
+		t.Errorf("address_pools does not list each default pool: %s", c)
+	}
+	if c := byName["managed_subnets"]; c.Status == Fail || !strings.Contains(c.Detail, "from 10.213.0.0/16 as /27s") {
+		t.Errorf("managed_subnets: %s", c)
 	}
 }

@@ -41,7 +41,12 @@ func runDoctor(cmd *cobra.Command, g *globals, opts doctorOptions) error {
 		}
 	}
 	policy := prereqs.Check{Name: "policy", Status: prereqs.Pass, Detail: compose.DefaultPolicy().Summary()}
-	r := prereqs.Doctor(ctx, prereqs.Options{Extra: []prereqs.Check{policy}})
+	sn, err := g.subnets()
+	if err != nil {
+		return usageError{err}
+	}
+	r := prereqs.Doctor(ctx, prereqs.Options{Extra: []prereqs.Check{policy},
+		Subnets: prereqs.SubnetOptions{Disabled: sn.Disabled, Pool: sn.Pool, Bits: sn.Bits}})
 	if g.JSON {
 		if err := g.printJSON(r); err != nil {
 			return err

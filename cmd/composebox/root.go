@@ -10,12 +10,19 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
+
+	"github.com/composebox/composebox/internal/subnets"
+	"github.com/composebox/composebox/orchestrator"
 )
 
 // globals are the flags every verb shares, and the process's streams.
 type globals struct {
 	JSON     bool
 	LogLevel string
+	// Managed subnets (orchestrator.Subnets).
+	SubnetPool string
+	SubnetBits int
+	NoSubnets  bool
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -57,6 +64,9 @@ func newRootCmd(g *globals) *cobra.Command {
 	}
 	root.PersistentFlags().BoolVar(&g.JSON, "json", false, "machine-readable output on stdout")
 	root.PersistentFlags().StringVar(&g.LogLevel, "log-level", "warn", "log level on stderr: debug, info, warn, error")
+	root.PersistentFlags().StringVar(&g.SubnetPool, "subnet-pool", "10.213.0.0/16", "pool of managed subnets for sample networks")
+	root.PersistentFlags().IntVar(&g.SubnetBits, "subnet-bits", 27, "prefix length of each managed subnet")
+	root.PersistentFlags().BoolVar(&g.NoSubnets, "no-managed-subnets", false, "let the daemon number sample networks from its default address pools")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		newVersionCmd(g),
@@ -97,6 +107,9 @@ func (g *globals) setup() error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(g.LogLevel)); err != nil {
 		return usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", g.LogLevel)}
+	}
+	if _, err := g.subnets(); err != nil {
+		return usageError{err}
 	}
 	g.log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
 	// The compose library warns through the global logrus; only the CLI decides where it goes.
@@ -142,4 +155,18 @@ func (g *globals) report(ctx context.Context, err error) int {
 		fmt.Fprintln(g.stderr, "run 'composebox --help' for usage")
 	}
 	return code
+}
+
+// subnets is the managed-subnet configuration the flags ask for.
+func (g *globals) subnets() (orchestrator.Subnets, error) {
+	s := orchestrator.Subnets{Disabled: g.NoSubnets, Bits: g.SubnetBits}
+	if g.NoSubnets {
+		return s, nil
+	}
+	p, err := subnets.Parse(g.SubnetPool, g.SubnetBits)
+	if err != nil {
+		return s, fmt.Errorf("--subnet-pool/--subnet-bits: %w", err)
+	}
+	s.Pool = p.Base
+	return s, nil
 }

@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"time"
 
+	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/spf13/cobra"
 
 	"github.com/composebox/composebox/orchestrator"
@@ -14,15 +18,36 @@ type runOptions struct {
 	Timeout time.Duration
 	Ready   time.Duration
 	Reaper  bool
+
+	// The one-shot single-container form (seeds 001 and 002), selected by --image.
+	Image     string
+	Memory    string
+	CPUs      float64
+	Pids      int64
+	Network   string
+	Mounts    []string
+	Workspace string
+	Workdir   string
+	Env       []string
+	User      string
+	HostUser  bool
 }
+
+// imageOnlyFlags make sense only with --image.
+var imageOnlyFlags = []string{"memory", "cpus", "pids", "network", "mount", "workspace", "workdir", "env", "user", "host-user"}
 
 func newRunCmd(g *globals) *cobra.Command {
 	var opts runOptions
 	cmd := &cobra.Command{
-		Use:   "run [PATH] [flags] -- CMD [ARG...]",
-		Short: "Start a sample, run a command in its default service, and remove it",
+		Use:   "run [PATH | --image IMG] [flags] -- CMD [ARG...]",
+		Short: "Start a sample (or one container), run a command in it, and remove it",
 		Long: `Up, exec and down in one go: starts one sample of PATH (as 'up' does), runs CMD in the default
-service with its output streamed, removes the sample (also on Ctrl-C), and exits with CMD's code.`,
+service with its output streamed, removes the sample (also on Ctrl-C), and exits with CMD's code.
+
+With --image, runs CMD once in a fresh container of IMG instead (seeds 001 and 002: create, exec,
+remove), with no network unless --network bridge, the given limits, and --workspace HOSTDIR
+bind-mounted read-write at the workdir (default /workspace), so that the command's file edits land
+on the host. IMG must be present locally: composebox never pulls.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, argv := "", args
@@ -34,13 +59,40 @@ service with its output streamed, removes the sample (also on Ctrl-C), and exits
 			if len(argv) == 0 {
 				return usageError{errUsage("run: no command after --")}
 			}
-			return runRun(cmd.Context(), g, path, argv, opts)
+			if opts.Image == "" {
+				for _, f := range imageOnlyFlags {
+					if cmd.Flags().Changed(f) {
+						return usageError{fmt.Errorf("run: --%s needs --image", f)}
+					}
+				}
+				return runRun(cmd.Context(), g, path, argv, opts)
+			}
+			if path != "" {
+				return usageError{errUsage("run: give either PATH or --image, not both")}
+			}
+			spec, err := opts.containerSpec()
+			if err != nil {
+				return usageError{err}
+			}
+			return runImage(cmd.Context(), g, spec, argv, opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Task, "task", "", "task name (default: the directory's name)")
-	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 0, "kill the command after this long (exit 124)")
-	cmd.Flags().DurationVar(&opts.Ready, "ready-timeout", 0, "readiness budget (default: derived from the healthchecks)")
-	cmd.Flags().BoolVar(&opts.Reaper, "reaper", false, "start a watchdog that removes the sample if composebox dies without cleaning up")
+	f := cmd.Flags()
+	f.StringVar(&opts.Task, "task", "", "task name (default: the directory's name; with --image, \"container\")")
+	f.DurationVar(&opts.Timeout, "timeout", 0, "kill the command after this long (exit 124)")
+	f.DurationVar(&opts.Ready, "ready-timeout", 0, "readiness budget (default: derived from the healthchecks)")
+	f.BoolVar(&opts.Reaper, "reaper", false, "start a watchdog that removes the sample if composebox dies without cleaning up")
+	f.StringVar(&opts.Image, "image", "", "run CMD once in a fresh container of this local image instead of a compose project")
+	f.StringVar(&opts.Memory, "memory", "", "with --image: memory limit, e.g. 512m or 1g")
+	f.Float64Var(&opts.CPUs, "cpus", 0, "with --image: CPU limit, e.g. 1 or 0.5")
+	f.Int64Var(&opts.Pids, "pids", 0, "with --image: limit on the number of processes")
+	f.StringVar(&opts.Network, "network", "none", "with --image: none or bridge (host only where the policy allows it)")
+	f.StringArrayVar(&opts.Mounts, "mount", nil, "with --image: bind mount HOST:CTR[:ro] (repeatable; relative HOST: against --workspace)")
+	f.StringVar(&opts.Workspace, "workspace", "", "with --image: host directory mounted read-write at the workdir")
+	f.StringVar(&opts.Workdir, "workdir", "", "with --image: working directory in the container (default /workspace)")
+	f.StringArrayVarP(&opts.Env, "env", "e", nil, "with --image: environment variable K=V (repeatable)")
+	f.StringVarP(&opts.User, "user", "u", "", "with --image: user, a name or uid[:gid]")
+	f.BoolVar(&opts.HostUser, "host-user", false, "with --image: run as this process's uid:gid, so files in the workspace stay yours")
 	return cmd
 }
 
@@ -65,4 +117,70 @@ func runRun(ctx context.Context, g *globals, path string, argv []string, opts ru
 		return err
 	}
 	return g.streamExec(ctx, sample.Default(), orchestrator.ExecRequest{Cmd: argv, Timeout: opts.Timeout})
+}
+
+// containerSpec turns the --image flags into a spec.
+func (opts runOptions) containerSpec() (orchestrator.ContainerSpec, error) {
+	spec := orchestrator.ContainerSpec{
+		Name: opts.Task, Image: opts.Image, CPUs: opts.CPUs, Pids: opts.Pids, Network: opts.Network,
+		Workspace: opts.Workspace, Workdir: opts.Workdir, User: opts.User,
+	}
+	if opts.Memory != "" {
+		var b types.UnitBytes
+		if err := b.DecodeMapstructure(opts.Memory); err != nil || b <= 0 {
+			return spec, fmt.Errorf("run: --memory %q: want a size such as 512m or 1g", opts.Memory)
+		}
+		spec.MemoryMB = (int64(b) + 1<<20 - 1) >> 20
+	}
+	for _, m := range opts.Mounts {
+		mount, err := orchestrator.ParseMount(m)
+		if err != nil {
+			return spec, fmt.Errorf("run: --mount: %w", err)
+		}
+		spec.Mounts = append(spec.Mounts, mount)
+	}
+	for _, kv := range opts.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return spec, fmt.Errorf("run: -e %q: want K=V", kv)
+		}
+		if spec.Env == nil {
+			spec.Env = map[string]string{}
+		}
+		spec.Env[k] = v
+	}
+	if opts.HostUser {
+		hu := orchestrator.CurrentHostUser()
+		spec.HostUser = &hu
+	}
+	return spec, nil
+}
+
+// runImage is the one-shot form: Orchestrator.Run, with the output streamed (or, with --json,
+// printed as exec's JSON) and the command's exit code passed through.
+func runImage(ctx context.Context, g *globals, spec orchestrator.ContainerSpec, argv []string, opts runOptions) error {
+	o, err := g.orchestrator(opts.Reaper)
+	if err != nil {
+		return err
+	}
+	defer o.Close()
+	ropts := orchestrator.RunOptions{Timeout: opts.Timeout, ReadyTimeout: opts.Ready}
+	if !g.JSON {
+		ropts.Stdout, ropts.Stderr = g.stdout, g.stderr
+	}
+	res, err := o.Run(ctx, spec, argv, ropts)
+	if !g.JSON {
+		// Already forwarded as it arrived: execOutcome must not print it again.
+		res.Stdout, res.Stderr = nil, nil
+		var ee *orchestrator.ExecError
+		if errors.As(err, &ee) {
+			quiet := *ee
+			quiet.Result.Stdout, quiet.Result.Stderr = nil, nil
+			err = &quiet
+		}
+	}
+	if err != nil && res.Project == "" {
+		return err // nothing ran: the spec, the policy, the image or the start failed
+	}
+	return g.execOutcome(res.ExecResult, err)
 }

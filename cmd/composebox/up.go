@@ -87,7 +87,11 @@ func runUp(cmd *cobra.Command, g *globals, path string, opts upOptions) error {
 
 // orchestrator is the library as the CLI verbs use it.
 func (g *globals) orchestrator(reaper bool) (*orchestrator.Orchestrator, error) {
-	opts := []orchestrator.Option{orchestrator.WithLogger(g.log), orchestrator.WithObserver(g.progress())}
+	sn, err := g.subnets()
+	if err != nil {
+		return nil, usageError{err}
+	}
+	opts := []orchestrator.Option{orchestrator.WithLogger(g.log), orchestrator.WithObserver(g.progress()), orchestrator.WithSubnets(sn)}
 	if reaper {
 		opts = append(opts, orchestrator.WithReaper())
 	}

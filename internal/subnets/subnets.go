@@ -1,0 +1,179 @@
+// Package subnets is the address arithmetic behind managed subnets: pools of equal-sized IPv4
+// subnets, the daemon's default pools, and the host's routes. It does no I/O with the engine;
+// lifecycle allocates from a Pool with the daemon as the arbiter.
+package subnets
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Pool is a base prefix carved into subnets of Bits bits each.
+type Pool struct {
+	Base netip.Prefix
+	Bits int
+}
+
+// Default is composebox's own pool: 2048 /27s (30 addresses each, ample for a sample's
+// services). It sits inside 10/8 and outside Engine 20.10's defaults (172.17–31/16 and
+// 192.168/16), so it never competes with networks the daemon numbers itself.
+var Default = Pool{Base: netip.MustParsePrefix("10.213.0.0/16"), Bits: 27}
+
+// DaemonDefaults are Engine 20.10's local-scope default address pools (libnetwork ipamutils):
+// 31 networks in all, the wall every per-sample-network harness runs into.
+var DaemonDefaults = []Pool{
+	{netip.MustParsePrefix("172.17.0.0/16"), 16},
+	{netip.MustParsePrefix("172.18.0.0/16"), 16},
+	{netip.MustParsePrefix("172.19.0.0/16"), 16},
+	{netip.MustParsePrefix("172.20.0.0/14"), 16},
+	{netip.MustParsePrefix("172.24.0.0/14"), 16},
+	{netip.MustParsePrefix("172.28.0.0/14"), 16},
+	{netip.MustParsePrefix("192.168.0.0/16"), 20},
+}
+
+// Parse reads a pool from "10.213.0.0/16" and a subnet size in bits (0 means Default's).
+func Parse(base string, bits int) (Pool, error) {
+	pfx, err := netip.ParsePrefix(base)
+	if err != nil {
+		return Pool{}, fmt.Errorf("subnet pool %q: %w", base, err)
+	}
+	if bits == 0 {
+		bits = Default.Bits
+	}
+	p := Pool{Base: pfx.Masked(), Bits: bits}
+	return p, p.Validate()
+}
+
+// Validate reports a pool that cannot hold a usable subnet.
+func (p Pool) Validate() error {
+	switch {
+	case !p.Base.IsValid() || !p.Base.Addr().Is4():
+		return fmt.Errorf("subnet pool %s: must be an IPv4 prefix", p.Base)
+	case p.Bits < p.Base.Bits():
+		return fmt.Errorf("subnet pool %s: subnets of /%d do not fit in it", p.Base, p.Bits)
+	case p.Bits > 29:
+		return fmt.Errorf("subnet pool %s: /%d subnets are too small (at most /29: a gateway and a few containers)", p.Base, p.Bits)
+	case p.Bits-p.Base.Bits() > 24:
+		return fmt.Errorf("subnet pool %s: more than 2^24 /%d subnets", p.Base, p.Bits)
+	}
+	return nil
+}
+
+// String is "10.213.0.0/16 as /27s".
+func (p Pool) String() string { return fmt.Sprintf("%s as /%ds", p.Base, p.Bits) }
+
+// Size is the number of subnets in the pool.
+func (p Pool) Size() int { return 1 << (p.Bits - p.Base.Bits()) }
+
+// Nth is the pool's i-th subnet, 0 ≤ i < Size.
+func (p Pool) Nth(i int) netip.Prefix {
+	a := p.Base.Addr().As4()
+	v := binary.BigEndian.Uint32(a[:]) + uint32(i)<<(32-p.Bits)
+	binary.BigEndian.PutUint32(a[:], v)
+	return netip.PrefixFrom(netip.AddrFrom4(a), p.Bits)
+}
+
+// Free counts the pool's subnets that overlap none of used.
+func (p Pool) Free(used []netip.Prefix) int {
+	var inside []netip.Prefix
+	for _, u := range used {
+		if u.Overlaps(p.Base) {
+			inside = append(inside, u)
+		}
+	}
+	free := 0
+	for i := range p.Size() {
+		if !Overlaps(p.Nth(i), inside) {
+			free++
+		}
+	}
+	return free
+}
+
+// Overlaps reports whether s overlaps any of set.
+func Overlaps(s netip.Prefix, set []netip.Prefix) bool {
+	for _, u := range set {
+		if s.Overlaps(u) {
+			return true
+		}
+	}
+	return false
+}
+
+// DaemonConfig is where a local daemon keeps default-address-pools.
+const DaemonConfig = "/etc/docker/daemon.json"
+
+// DaemonPools reads default-address-pools from a daemon.json, falling back to DaemonDefaults.
+// The Engine API (1.41) does not report the pools, so this is best effort; source says which
+// was used.
+func DaemonPools(path string) (pools []Pool, source string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return DaemonDefaults, "engine defaults"
+	}
+	var cfg struct {
+		Pools []struct {
+			Base string `json:"base"`
+			Size int    `json:"size"`
+		} `json:"default-address-pools"`
+	}
+	if json.Unmarshal(b, &cfg) != nil || len(cfg.Pools) == 0 {
+		return DaemonDefaults, "engine defaults"
+	}
+	for _, c := range cfg.Pools {
+		pfx, err := netip.ParsePrefix(c.Base)
+		if err != nil || c.Size < pfx.Bits() || c.Size > 32 || !pfx.Addr().Is4() {
+			return DaemonDefaults, "engine defaults (" + path + " pools unreadable)"
+		}
+		pools = append(pools, Pool{pfx.Masked(), c.Size})
+	}
+	return pools, path
+}
+
+// HostRoutes lists the host's IPv4 routes other than the default route, from /proc/net/route.
+// A managed subnet that overlaps one would shadow a network the host already reaches.
+func HostRoutes() ([]netip.Prefix, error) {
+	f, err := os.Open("/proc/net/route")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return parseRoutes(f)
+}
+
+func parseRoutes(r io.Reader) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	sc := bufio.NewScanner(r)
+	sc.Scan() // header
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 8 {
+			continue
+		}
+		dst, err1 := strconv.ParseUint(f[1], 16, 32)
+		mask, err2 := strconv.ParseUint(f[7], 16, 32)
+		if err1 != nil || err2 != nil || mask == 0 {
+			continue // unparsable, or the default route
+		}
+		// The kernel prints both in host byte order, which is little-endian on every platform
+		// composebox runs on.
+		var a, m [4]byte
+		binary.LittleEndian.PutUint32(a[:], uint32(dst))
+		binary.LittleEndian.PutUint32(m[:], uint32(mask))
+		bits := 0
+		for _, b := range m {
+			for ; b&0x80 != 0; b <<= 1 {
+				bits++
+			}
+		}
+		out = append(out, netip.PrefixFrom(netip.AddrFrom4(a), bits).Masked())
+	}
+	return out, sc.Err()
+}
