@@ -13,18 +13,9 @@ import (
 // RunOptions tune a one-shot Run. The zero value runs the command with the spec's setup, no
 // stdin and no timeout but ctx's.
 type RunOptions struct {
-	// ID identifies the run's sample in labels (default: a random short id).
-	ID string
-	// Mounts, Ports and Env are per-run additions to the spec, as in SpawnOptions.
-	Mounts []Mount
-	Ports  []PublishedPort
-	Env    map[string]string
-	// DisableSetup skips the spec's setup commands.
-	DisableSetup bool
-	// SetupTimeout bounds each setup command.
-	SetupTimeout time.Duration
-	// ReadyTimeout overrides the readiness budget of the container.
-	ReadyTimeout time.Duration
+	// SpawnOptions are the per-run additions to the spec (id, mounts, ports, env) and the
+	// setup and readiness settings, as for a session.
+	SpawnOptions
 
 	// Timeout, when positive, kills the command (and every process it started) once it
 	// passes: Run returns ErrTimeout with the partial output, and the container is removed.
@@ -59,10 +50,7 @@ func (o *Orchestrator) Run(ctx context.Context, spec ContainerSpec, cmd []string
 	if len(cmd) == 0 {
 		return res, errdefs.New(errdefs.ErrInvalidConfig, "run: empty command")
 	}
-	s, err := o.Spawn(ctx, spec, SpawnOptions{
-		ID: opts.ID, Mounts: opts.Mounts, Ports: opts.Ports, Env: opts.Env,
-		DisableSetup: opts.DisableSetup, SetupTimeout: opts.SetupTimeout, ReadyTimeout: opts.ReadyTimeout,
-	})
+	s, err := o.Spawn(ctx, spec, opts.SpawnOptions)
 	if err != nil {
 		var se *SetupError
 		if errors.As(err, &se) {

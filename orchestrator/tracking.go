@@ -63,7 +63,7 @@ func (o *Orchestrator) startTracking(ctx context.Context, task string) error {
 		o.cfg.log.Warn("state cache: record task", "task", task, "err", err)
 	}
 	if o.cfg.sweepStale {
-		res, err := cleanup.Remove(ctx, o.client, cleanup.Selector{Stale: true, Task: task}, cleanup.RemoveOptions{})
+		res, err := cleanup.Remove(ctx, o.engine.Client(), cleanup.Selector{Stale: true, Task: task}, cleanup.RemoveOptions{})
 		for _, r := range res {
 			if r.Err == nil {
 				o.cfg.log.Info("removed stale project", "project", r.Name, "owner", r.Owner)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/composebox/composebox/cleanup"
 	"github.com/composebox/composebox/internal/engine"
+	"github.com/composebox/composebox/lifecycle"
 )
 
 type cleanupOptions struct {
@@ -63,7 +64,8 @@ container still uses is kept: add --stale to remove those projects first.
 				return err
 			}
 			defer c.Close()
-			return runCleanup(ctx, g, c, sel, opts)
+			// Teardown rides out daemon hiccups as the library's does.
+			return runCleanup(ctx, g, lifecycle.Retrying(c, lifecycle.RetryPolicy{}, g.log), sel, opts)
 		},
 	}
 	f := cmd.Flags()

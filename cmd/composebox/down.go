@@ -7,6 +7,7 @@ import (
 
 	"github.com/composebox/composebox/cleanup"
 	"github.com/composebox/composebox/internal/engine"
+	"github.com/composebox/composebox/lifecycle"
 )
 
 func newDownCmd(g *globals) *cobra.Command {
@@ -37,7 +38,7 @@ func runDown(cmd *cobra.Command, g *globals, projects []string) error {
 	var results []downResult
 	var firstErr error
 	for _, p := range projects {
-		removed, err := cleanup.RemoveProject(ctx, c, p, cleanup.RemoveOptions{})
+		removed, err := cleanup.RemoveProject(ctx, lifecycle.Retrying(c, lifecycle.RetryPolicy{}, g.log), p, cleanup.RemoveOptions{})
 		results = append(results, downResult{Project: p, Removed: removed})
 		if err != nil && firstErr == nil {
 			firstErr = err

@@ -102,7 +102,7 @@ func runExec(ctx context.Context, g *globals, opts execOptions, argv []string) e
 	defer done()
 	if g.JSON || opts.Stdin {
 		res, err := sb.Exec(ctx, req)
-		return g.execOutcome(res, err)
+		return g.execOutcome(res, err, false)
 	}
 	return g.streamExec(ctx, sb, req)
 }
@@ -111,7 +111,7 @@ func runExec(ctx context.Context, g *globals, opts execOptions, argv []string) e
 func (g *globals) streamExec(ctx context.Context, sb *orchestrator.Sandbox, req orchestrator.ExecRequest) error {
 	p, err := sb.ExecStream(ctx, req)
 	if err != nil {
-		return g.execOutcome(orchestrator.ExecResult{}, err)
+		return g.execOutcome(orchestrator.ExecResult{}, err, true)
 	}
 	for ev := range p.Events() {
 		w := g.stdout
@@ -121,8 +121,7 @@ func (g *globals) streamExec(ctx context.Context, sb *orchestrator.Sandbox, req 
 		_, _ = w.Write(ev.Data)
 	}
 	res, err := p.Wait()
-	res.Stdout, res.Stderr = nil, nil // already forwarded
-	return g.execOutcome(res, err)
+	return g.execOutcome(res, err, true)
 }
 
 // execJSON is the JSON shape of exec (CONTRACT section 9).
@@ -134,14 +133,15 @@ type execJSON struct {
 	StderrTruncated bool   `json:"stderr_truncated"`
 }
 
-// execOutcome prints a finished exec and turns it into the process exit code.
-func (g *globals) execOutcome(res orchestrator.ExecResult, err error) error {
+// execOutcome prints a finished exec, unless its output was streamed as it arrived, and turns
+// it into the process exit code.
+func (g *globals) execOutcome(res orchestrator.ExecResult, err error, streamed bool) error {
 	var ee *orchestrator.ExecError
 	if errors.As(err, &ee) {
 		res = ee.Result
 	}
 	ran := err == nil || ee != nil
-	if ran {
+	if ran && !streamed {
 		if g.JSON {
 			if jerr := g.printJSON(execJSON{ExitCode: res.ExitCode, Stdout: res.StdoutText(), Stderr: res.StderrText(),
 				StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated}); jerr != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -164,23 +163,13 @@ func runImage(ctx context.Context, g *globals, spec orchestrator.ContainerSpec, 
 		return err
 	}
 	defer o.Close()
-	ropts := orchestrator.RunOptions{Timeout: opts.Timeout, ReadyTimeout: opts.Ready}
+	ropts := orchestrator.RunOptions{Timeout: opts.Timeout, SpawnOptions: orchestrator.SpawnOptions{ReadyTimeout: opts.Ready}}
 	if !g.JSON {
 		ropts.Stdout, ropts.Stderr = g.stdout, g.stderr
 	}
 	res, err := o.Run(ctx, spec, argv, ropts)
-	if !g.JSON {
-		// Already forwarded as it arrived: execOutcome must not print it again.
-		res.Stdout, res.Stderr = nil, nil
-		var ee *orchestrator.ExecError
-		if errors.As(err, &ee) {
-			quiet := *ee
-			quiet.Result.Stdout, quiet.Result.Stderr = nil, nil
-			err = &quiet
-		}
-	}
 	if err != nil && res.Project == "" {
 		return err // nothing ran: the spec, the policy, the image or the start failed
 	}
-	return g.execOutcome(res.ExecResult, err)
+	return g.execOutcome(res.ExecResult, err, !g.JSON)
 }

@@ -49,6 +49,11 @@ func TestUpExecCpDown(t *testing.T) {
 			t.Errorf("%v: exit %d (want %d), stdout %q, stderr %q", tc.args, code, tc.code, out, errOut)
 		}
 	}
+	// Output streamed before a timeout is printed once, not again with the error.
+	code, out, _ = runCLI(t, "exec", "-p", p, "--timeout", "2s", "--", "sh", "-c", "echo partial; exec sleep 30")
+	if code != exitTimeout || out != "partial\n" {
+		t.Errorf("exec with partial output then timeout: exit %d, stdout %q", code, out)
+	}
 	code, out, _ = runCLI(t, "exec", "--json", "-p", p, "--", "sh", "-c", "printf out; printf err >&2; exit 3")
 	var res execJSON
 	if code != 3 || json.Unmarshal([]byte(out), &res) != nil || res.ExitCode != 3 || res.Stdout != "out" || res.Stderr != "err" {
