@@ -35,5 +35,11 @@ docker:
 demo: docker build
 	@go run ./examples/demo testdata/projects/multi-service
 
+# The scale benchmark: composebox against the compose CLI, side by side in one run (under 20 min
+# on 2 cores), written to bench/RESULTS.md. Not part of .ci/run. A smoke run:
+#   make bench BENCH_FLAGS='-n 10 -capacity 40 -init-rounds 5 -exec-rounds 20'
+bench:
+	@bench/run.sh $(BENCH_FLAGS)
+
 clean:
 	rm -rf bin

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/composebox/composebox/internal/images"
+)
+
+// results is everything the phases measured.
+type results struct {
+	Opts     options
+	Started  time.Time
+	Wall     time.Duration
+	TPCbx    *throughputResult
+	TPCLI    *throughputResult
+	CapCbx   *capacityResult
+	CapCLI   *capacityResult
+	Latency  *latencyResult
+	Problems []string
+	// Loads is the 1-minute load average as each phase started: the machine is shared.
+	Loads []string
+}
+
+// loadAverage is the 1-minute load average, from /proc/loadavg.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
+
+// runAll prepares the images, runs the phases one after another, each in a child process,
+// sweeps the engine after each, and prints (and writes) the report. Whatever happens, it ends
+// with a sweep.
+func runAll(ctx context.Context, o options) (err error) {
+	r := &results{Started: time.Now()}
+	c, err := connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	work, err := os.MkdirTemp("", "cbxbench-")
+	if err != nil {
+		return err
+	}
+	o.Work = work
+	o.StateDir = filepath.Join(work, "state")
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+		defer cancel()
+		fmt.Fprintln(os.Stderr, "== cleanup")
+		if _, serr := sweep(dctx, c); serr != nil {
+			err = errors.Join(err, serr)
+		}
+		removeBenchImages(dctx, c)
+		if left, lerr := strays(dctx, c); lerr == nil && !left.empty() {
+			err = errors.Join(err, fmt.Errorf("left behind: %s", left))
+		}
+		_ = os.RemoveAll(work)
+	}()
+
+	// Leftovers of an interrupted earlier run would skew the numbers.
+	if n, err := sweep(ctx, c); err != nil {
+		return err
+	} else if n > 0 {
+		fmt.Fprintf(os.Stderr, "removed %d project(s) left by an earlier run\n", n)
+	}
+	if o.Baseline, err = probeBaseline(ctx, o.Compose); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "baseline: %s\n", o.Baseline.Name())
+	if o.BaseImage, err = images.NewBuilder(c).Base(ctx); err != nil {
+		return fmt.Errorf("base image: %w", err)
+	}
+	if o.WebImage, err = buildWeb(ctx, o); err != nil {
+		return err
+	}
+	r.Opts = o
+
+	phases := map[string]bool{}
+	for _, p := range strings.Split(o.Phases, ",") {
+		phases[strings.TrimSpace(p)] = true
+	}
+	// Each phase's work must end by its cumulative share of the budget, so that time a phase
+	// does not use goes to the next, and the whole run stays within the budget.
+	var total float64
+	for _, p := range phaseOrder {
+		if phases[p.group] {
+			total += p.weight
+		}
+	}
+	if total == 0 {
+		return fmt.Errorf("no phase selected by -phases %q (capacity, throughput, latency)", o.Phases)
+	}
+	var cum float64
+	step := func(name string, out any) {
+		if ctx.Err() != nil {
+			return
+		}
+		for _, p := range phaseOrder {
+			if p.name == name {
+				cum += p.weight
+			}
+		}
+		o.Deadline = r.Started.Add(time.Duration(float64(o.Budget) * cum / total))
+		load := loadAverage()
+		r.Loads = append(r.Loads, fmt.Sprintf("%s %s", name, load))
+		fmt.Fprintf(os.Stderr, "== %s (at %s, until %s; load average %s)\n", name, time.Since(r.Started).Round(time.Second), o.Deadline.Sub(r.Started).Round(time.Second), load)
+		if err := runChild(ctx, name, o, out); err != nil {
+			r.Problems = append(r.Problems, fmt.Sprintf("%s: %v", name, err))
+			fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		}
+		// Every phase starts from an engine without benchmark resources.
+		if n, err := sweep(ctx, c); err != nil {
+			r.Problems = append(r.Problems, fmt.Sprintf("sweep after %s: %v", name, err))
+		} else if n > 0 {
+			r.Problems = append(r.Problems, fmt.Sprintf("%s left %d project(s) behind (removed by the sweep)", name, n))
+		}
+	}
+	for _, p := range phaseOrder {
+		if !phases[p.group] {
+			continue
+		}
+		var out any
+		switch p.name {
+		case "capacity-baseline":
+			r.CapCLI = &capacityResult{}
+			out = r.CapCLI
+		case "capacity-composebox":
+			r.CapCbx = &capacityResult{}
+			out = r.CapCbx
+		case "throughput-composebox":
+			r.TPCbx = &throughputResult{}
+			out = r.TPCbx
+		case "throughput-baseline":
+			r.TPCLI = &throughputResult{}
+			out = r.TPCLI
+		case "latency":
+			r.Latency = &latencyResult{}
+			out = r.Latency
+		}
+		step(p.name, out)
+	}
+	r.Wall = time.Since(r.Started)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	machine := ""
+	if o.Machine != "" {
+		if b, err := os.ReadFile(o.Machine); err == nil {
+			machine = string(b)
+		}
+	}
+	fmt.Print(renderText(r))
+	if o.Out != "" {
+		if err := os.WriteFile(o.Out, []byte(renderMarkdown(r, machine)), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "wrote %s\n", o.Out)
+	}
+	return nil
+}
+
+// phaseOrder is the phases in the order they run, with their shares of the time budget (in
+// proportion to what each took on this project's 2-core machine, teardown included).
+// Capacity runs first, on a quiet engine: the baseline's count is bounded by the address pools
+// (each wave waits out the 30 s healthcheck interval), composebox's by the target; composebox's
+// share includes tearing down 250 samples. Latency runs last: if the run is late, it gets fewer
+// rounds, which still give valid percentiles.
+var phaseOrder = []struct {
+	name, group string
+	weight      float64
+}{
+	{"capacity-baseline", "capacity", 0.14},
+	{"capacity-composebox", "capacity", 0.39},
+	{"throughput-composebox", "throughput", 0.145},
+	{"throughput-baseline", "throughput", 0.195},
+	{"latency", "latency", 0.13},
+}
+
+// runChild runs `scale phase NAME` and decodes its JSON result into out. On SIGINT/SIGTERM
+// the child gets SIGTERM and time to clean up.
+func runChild(ctx context.Context, name string, o options, out any) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	opts, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, self, "phase", name)
+	cmd.Env = append(os.Environ(), optionsEnv+"="+string(opts))
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = os.Stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 4 * time.Minute
+	runErr := cmd.Run()
+	if stdout.Len() > 0 {
+		if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
+			return errors.Join(runErr, fmt.Errorf("result: %w", err))
+		}
+	}
+	return runErr
+}
+
+// buildWeb builds multi-service's `web` once for the baseline, under a fixed tag, with the
+// docker CLI (composebox builds its own once per task, in TaskInit).
+func buildWeb(ctx context.Context, o options) (string, error) {
+	tag := benchWebRepo + ":scale"
+	cmd := exec.CommandContext(ctx, "docker", "build", "-q", "-t", tag,
+		"--label", labelBench+"=scale", "--build-arg", "BASE="+o.BaseImage, filepath.Join(o.Project, "web"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build %s for the baseline: %w: %s", tag, err, strings.TrimSpace(string(out)))
+	}
+	return tag, nil
+}
+
+// percentile is the nearest-rank p-th percentile of xs (0 < p ≤ 100).
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := int(float64(len(s))*p/100+0.999999) - 1
+	return s[max(0, min(i, len(s)-1))]
+}

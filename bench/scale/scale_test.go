@@ -1,0 +1,89 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestPercentile(t *testing.T) {
+	xs := []float64{5, 1, 4, 2, 3, 10, 9, 8, 7, 6}
+	for _, tc := range []struct {
+		p    float64
+		want float64
+	}{
+		{50, 5}, {95, 10}, {10, 1}, {100, 10}, {1, 1},
+	} {
+		if got := percentile(xs, tc.p); got != tc.want {
+			t.Errorf("percentile(%v) = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	if got := percentile(nil, 50); got != 0 {
+		t.Errorf("percentile of nothing = %v, want 0", got)
+	}
+	if xs[0] != 5 {
+		t.Error("percentile sorted its input")
+	}
+}
+
+func TestErrText(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{" Network p_default  Creating\n Network p_default  Error\nfailed to create network p_default: Error response from daemon: could not find an available, non-overlapping IPv4 address pool\n",
+			"failed to create network p_default: Error response from daemon: could not find an available, non-overlapping IPv4 address pool"},
+		{"a\nb\nc\nd\n", "b | c | d"},
+		{"", ""},
+	} {
+		if got := errText(tc.in); got != tc.want {
+			t.Errorf("errText(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestVerb(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-p", "x", "-f", "a.yaml", "-f", "b.yaml", "up", "-d"}, "docker-compose-v2 up"},
+		{[]string{"exec", "ctr", "true"}, "docker-compose-v2 exec"},
+		{nil, "docker-compose-v2"},
+	} {
+		if got := verb("docker-compose-v2", tc.args); got != tc.want {
+			t.Errorf("verb(%q) = %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}
+
+func TestWriteOverride(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		info        baseInfo
+		wantVersion bool
+		wantPull    bool
+	}{
+		{baseInfo{V2: true, Version: "v2.40.3"}, false, true},
+		{baseInfo{V2: false, Version: "v1.29.2"}, true, false},
+	} {
+		path := filepath.Join(dir, tc.info.Version+".yaml")
+		if err := writeOverride(path, tc.info, []string{"default", "web"}, map[string]string{"web": "cbxbench/web:scale"}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(b)
+		for _, want := range []string{"dev.composebox.managed: \"true\"", "dev.composebox.task: " + taskCLI, "image: cbxbench/web:scale", "init: true", "networks:\n  default:\n    labels:"} {
+			if !strings.Contains(s, want) {
+				t.Errorf("%s override lacks %q:\n%s", tc.info.Version, want, s)
+			}
+		}
+		if got := strings.Contains(s, "version:"); got != tc.wantVersion {
+			t.Errorf("%s override: version key present = %v, want %v", tc.info.Version, got, tc.wantVersion)
+		}
+		if got := strings.Contains(s, "pull_policy: never"); got != tc.wantPull {
+			t.Errorf("%s override: pull_policy present = %v, want %v", tc.info.Version, got, tc.wantPull)
+		}
+	}
+}
