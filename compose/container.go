@@ -21,7 +21,7 @@ import (
 	"github.com/composebox/composebox/internal/images"
 )
 
-// Single-container sandboxes (issue #7). The seeds 000, 001 and 002 each describe a runtime that
+// Single-container sandboxes. The seeds 000, 001 and 002 each describe a runtime that
 // runs one container: a long-lived one that commands are exec'd into, or a `docker run --rm` per
 // command. In composebox such a runtime is a ContainerSpec, and a ContainerSpec is nothing but a
 // generator of a one-service compose project: ContainerProject turns it into a *types.Project
