@@ -78,7 +78,7 @@ func (o *Orchestrator) containerTask(ctx context.Context, spec ContainerSpec, sp
 	}
 	if task.DefaultService() != compose.DefaultServiceName {
 		// Cannot happen with a generated project; guard the session's assumption anyway.
-		_ = releaseSessionTask(ctx, task)
+		_ = task.Cleanup(ctx)
 		return nil, fmt.Errorf("container task %s: default service is %q", task.Name(), task.DefaultService())
 	}
 	return task, nil

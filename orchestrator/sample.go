@@ -195,6 +195,7 @@ func (t *Task) register(s *Sample) error {
 		return cbxerr.New(cbxerr.ErrUnavailable, fmt.Sprintf("sample init %s: task %s is cleaned up", s.project, t.name))
 	}
 	t.samples[s.project] = s
+	t.projects[s.project] = true
 	return nil
 }
 

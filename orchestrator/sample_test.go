@@ -421,3 +421,29 @@ services:
 		}
 	}
 }
+
+// Two tasks of the same name in one process share labels (task, owner), so Task.Cleanup's sweep
+// by labels must still remove only its own samples.
+func TestTaskCleanupSparesSameNamedTask(t *testing.T) {
+	o, _ := newOrchestrator(t)
+	spec := orchestrator.TaskSpec{Name: "twin", YAML: []byte(twoServices)}
+	a := taskInit(t, o, spec)
+	b := taskInit(t, o, spec)
+	sa, err := a.SampleInit(t.Context(), orchestrator.SampleSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := b.SampleInit(t.Context(), orchestrator.SampleSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Cleanup(t.Context()); err != nil {
+		t.Fatalf("cleanup of the first task: %v", err)
+	}
+	if _, err := sb.Default().Exec(t.Context(), orchestrator.ExecRequest{Cmd: []string{"true"}}); err != nil {
+		t.Errorf("the other task's sample died with the first task's cleanup: %v", err)
+	}
+	if _, err := sa.Default().Exec(t.Context(), orchestrator.ExecRequest{Cmd: []string{"true"}}); err == nil {
+		t.Error("the cleaned-up task's sample still runs")
+	}
+}

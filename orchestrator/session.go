@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -69,7 +67,7 @@ func (o *Orchestrator) Spawn(ctx context.Context, spec ContainerSpec, opts Spawn
 	}
 	sample, err := task.SampleInit(ctx, SampleSpec{ID: opts.ID})
 	if err != nil {
-		if cerr := releaseSessionTask(ctx, task); cerr != nil {
+		if cerr := task.Cleanup(ctx); cerr != nil {
 			o.cfg.log.Warn("spawn: cleanup after failed start", "task", task.Name(), "err", cerr)
 		}
 		return nil, fmt.Errorf("spawn: %w", err)
@@ -252,7 +250,7 @@ func (s *Session) Cleanup(ctx context.Context) error {
 		if err := s.sample.Cleanup(ctx); err != nil {
 			errs = multierror.Append(errs, err)
 		}
-		if err := releaseSessionTask(ctx, s.task); err != nil {
+		if err := s.task.Cleanup(ctx); err != nil {
 			errs = multierror.Append(errs, err)
 		}
 		if err := errs.ErrorOrNil(); err != nil {
@@ -268,30 +266,4 @@ func sessionOp(cmd []string) string {
 		return "exec"
 	}
 	return "exec " + cmd[0]
-}
-
-// releaseSessionTask ends a session's task: it removes the task's samples (the session's one, or
-// none after a failed start) and releases its hold in the state cache. It is Task.Cleanup without
-// the sweep by labels, which removes every project of the task's name that this process owns:
-// for a spec spawned many times under one name, that would be every other live session of it.
-// A crashed process's sessions are still found by the reaper and by `cleanup --stale`.
-func releaseSessionTask(ctx context.Context, t *Task) error {
-	t.mu.Lock()
-	first := !t.closed
-	t.closed = true
-	samples := slices.Collect(maps.Values(t.samples))
-	t.mu.Unlock()
-	var errs *multierror.Error
-	for _, s := range samples {
-		if err := s.Cleanup(ctx); err != nil {
-			errs = multierror.Append(errs, err)
-		}
-	}
-	if first {
-		t.o.endTracking(t.name)
-	}
-	if err := errs.ErrorOrNil(); err != nil {
-		return fmt.Errorf("release task %s: %w", t.name, err)
-	}
-	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -60,6 +61,9 @@ type Task struct {
 
 	mu      sync.Mutex
 	samples map[string]*Sample
+	// projects is every project name this task ever registered: Cleanup's sweep by labels
+	// removes only these, never those of another task of the same name in this process.
+	projects map[string]bool
 	closed  bool
 }
 
@@ -98,7 +102,7 @@ func (o *Orchestrator) TaskInit(ctx context.Context, spec TaskSpec) (*Task, erro
 	if err != nil {
 		return nil, fmt.Errorf("task init: %w", err)
 	}
-	t := &Task{o: o, spec: spec, resolution: res, apiVersion: info.APIVersion, samples: map[string]*Sample{}}
+	t := &Task{o: o, spec: spec, resolution: res, apiVersion: info.APIVersion, samples: map[string]*Sample{}, projects: map[string]bool{}}
 	t.name = taskName(spec, res)
 	if err := o.startTracking(ctx, t.name); err != nil {
 		return nil, fmt.Errorf("task init %s: %w", t.name, err)
@@ -254,7 +258,7 @@ func (t *Task) Cleanup(ctx context.Context) error {
 	}
 	wg.Wait()
 	// Anything the map missed (a sample whose registration raced with a crash of its caller):
-	// sweep by labels.
+	// sweep by labels, this task's projects only.
 	dctx, cancel := teardownContext(ctx)
 	defer cancel()
 	// The engine's client retries transient daemon errors, which a teardown must ride out.
@@ -263,6 +267,9 @@ func (t *Task) Cleanup(ctx context.Context) error {
 	if err != nil {
 		errs = multierror.Append(errs, err)
 	}
+	t.mu.Lock()
+	projects = slices.DeleteFunc(projects, func(p string) bool { return !t.projects[p] })
+	t.mu.Unlock()
 	for _, p := range projects {
 		slot, err := t.o.teardowns.acquire(dctx)
 		if err != nil {
