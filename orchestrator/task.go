@@ -64,7 +64,7 @@ type Task struct {
 	// projects is every project name this task ever registered: Cleanup's sweep by labels
 	// removes only these, never those of another task of the same name in this process.
 	projects map[string]bool
-	closed  bool
+	closed   bool
 }
 
 // Name is the task's name.
