@@ -69,7 +69,7 @@ func New(c client.APIClient, opts ...Option) (*Engine, error) {
 	for _, o := range opts {
 		o(e)
 	}
-	pool, err := e.subnets.pool()
+	pool, err := subnets.Configured(e.subnets.Pool, e.subnets.Bits)
 	if err != nil && !e.subnets.Disabled {
 		return nil, cbxerr.Wrap(cbxerr.ErrInvalidConfig, err, "new engine")
 	}

@@ -178,18 +178,6 @@ func (e *Engine) createNetwork(ctx context.Context, p *types.Project, key string
 		"create network %s: %d subnets of %s in a row were taken by other networks as composebox chose them", n.Name, attempts, pool))
 }
 
-// Pool is the managed subnet pool in effect.
-func (s Subnets) pool() (subnets.Pool, error) {
-	p := subnets.Default
-	if s.Pool.IsValid() {
-		p.Base = s.Pool.Masked()
-	}
-	if s.Bits != 0 {
-		p.Bits = s.Bits
-	}
-	return p, p.Validate()
-}
-
 // usedSubnets is every IPv4 subnet the daemon's networks hold, plus the host's routes.
 func (e *Engine) usedSubnets(ctx context.Context) ([]netip.Prefix, error) {
 	nets, err := e.api.NetworkList(ctx, network.ListOptions{})

@@ -120,13 +120,19 @@ func (o *Orchestrator) buildLimit(ctx context.Context) (func(), error) {
 
 // execSlot waits for an exec slot when execs are bounded; op and the service name a cancelled
 // wait in its error.
-func (b *Sandbox) execSlot(ctx context.Context, op string) (release func(), err error) {
+func (b *Sandbox) execSlot(ctx context.Context, op, path string) (release func(), err error) {
+	if b.execs == nil {
+		// Unbounded, the default: nothing to take on the exec hot path.
+		return noRelease, nil
+	}
 	s, err := b.execs.acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%s in %s: %w", op, b.service, err)
+		return nil, fmt.Errorf("%s in %s: %w", strings.TrimSpace(op+" "+path), b.service, err)
 	}
 	return func() { s.release(neutral) }, nil
 }
+
+func noRelease() {}
 
 // outcome is how an operation that held a slot ended, which steers a ramping gate.
 type outcome int

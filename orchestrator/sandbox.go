@@ -85,7 +85,7 @@ func (b *Sandbox) IsDefault() bool { return b.isDefault }
 // process it started are killed inside the container, and the error is ErrTimeout with the
 // partial output in its *ExecError. A stopped or removed container is ErrUnavailable.
 func (b *Sandbox) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
-	release, err := b.execSlot(ctx, "exec")
+	release, err := b.execSlot(ctx, "exec", "")
 	if err != nil {
 		return ExecResult{}, err
 	}
@@ -96,7 +96,7 @@ func (b *Sandbox) Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
 // ExecStream starts req and returns at once; its Events arrive as the command writes them.
 // Cancelling ctx or calling Kill kills the command like a timeout. Stdin is not supported.
 func (b *Sandbox) ExecStream(ctx context.Context, req ExecRequest) (*Process, error) {
-	release, err := b.execSlot(ctx, "exec")
+	release, err := b.execSlot(ctx, "exec", "")
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +116,7 @@ func (b *Sandbox) ExecStream(ctx context.Context, req ExecRequest) (*Process, er
 // ErrOutputLimit, enforced while streaming). A relative path resolves against WorkingDir.
 // Errors carry the path: ErrNotFound, ErrIsDirectory, ErrPermission, ErrOutputLimit.
 func (b *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
-	release, err := b.execSlot(ctx, "read "+path)
+	release, err := b.execSlot(ctx, "read", path)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +130,7 @@ func (b *Sandbox) ReadFileTo(ctx context.Context, path string, w io.Writer, limi
 	if limit <= 0 {
 		limit = DefaultReadLimit
 	}
-	release, err := b.execSlot(ctx, "read "+path)
+	release, err := b.execSlot(ctx, "read", path)
 	if err != nil {
 		return 0, err
 	}
@@ -142,7 +142,7 @@ func (b *Sandbox) ReadFileTo(ctx context.Context, path string, w io.Writer, limi
 // sandbox's user (so the file is owned by that user, and a non-root user gets ErrPermission
 // where it may not write).
 func (b *Sandbox) WriteFile(ctx context.Context, path string, data []byte) error {
-	release, err := b.execSlot(ctx, "write "+path)
+	release, err := b.execSlot(ctx, "write", path)
 	if err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ func (b *Sandbox) WriteFile(ctx context.Context, path string, data []byte) error
 
 // WriteFileFrom is WriteFile streaming size bytes from r.
 func (b *Sandbox) WriteFileFrom(ctx context.Context, path string, r io.Reader, size int64) error {
-	release, err := b.execSlot(ctx, "write "+path)
+	release, err := b.execSlot(ctx, "write", path)
 	if err != nil {
 		return err
 	}

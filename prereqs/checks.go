@@ -109,14 +109,8 @@ func managedCheck(s SubnetOptions, used []netip.Prefix, local bool) Check {
 		return Check{Name: "managed_subnets", Status: Warn, Detail: "off: sample networks come from the daemon's default pools",
 			Fix: "drop --no-managed-subnets (orchestrator.Subnets.Disabled)"}
 	}
-	pool := subnets.Default
-	if s.Pool.IsValid() {
-		pool.Base = s.Pool.Masked()
-	}
-	if s.Bits != 0 {
-		pool.Bits = s.Bits
-	}
-	if err := pool.Validate(); err != nil {
+	pool, err := subnets.Configured(s.Pool, s.Bits)
+	if err != nil {
 		return Check{Name: "managed_subnets", Status: Fail, Detail: err.Error(), Fix: "--subnet-pool / --subnet-bits"}
 	}
 	var clash []string

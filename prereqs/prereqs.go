@@ -75,9 +75,14 @@ var knownDrivers = map[string]Status{
 // the ping timeout, and checks that need the daemon are skipped when it does not answer.
 func Doctor(ctx context.Context, opts Options) Report {
 	var checks []Check
-	// Seed 001's health check (health.go), in its four states, second after the daemon line.
-	health := CheckHealth(ctx, HealthOptions{}).Check()
 	c, info, err := engine.Connect(ctx, opts.PingTimeout)
+	// Seed 001's health check (health.go), in its four states, second after the daemon line;
+	// over the connection just made when there is one.
+	hopts := HealthOptions{}
+	if err == nil {
+		hopts.Client = c
+	}
+	health := CheckHealth(ctx, hopts).Check()
 	if err != nil {
 		// The error carries the start hint for library callers; here it goes in Fix.
 		detail := strings.Replace(err.Error(), " ("+engine.StartHint+")", "", 1)

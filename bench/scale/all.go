@@ -109,11 +109,6 @@ func runAll(ctx context.Context, o options) (err error) {
 		if ctx.Err() != nil {
 			return
 		}
-		for _, p := range phaseOrder {
-			if p.name == name {
-				cum += p.weight
-			}
-		}
 		o.Deadline = r.Started.Add(time.Duration(float64(o.Budget) * cum / total))
 		load := loadAverage()
 		r.Loads = append(r.Loads, fmt.Sprintf("%s %s", name, load))
@@ -130,28 +125,10 @@ func runAll(ctx context.Context, o options) (err error) {
 		}
 	}
 	for _, p := range phaseOrder {
-		if !phases[p.group] {
-			continue
+		if phases[p.group] {
+			cum += p.weight
+			step(p.name, p.result(r))
 		}
-		var out any
-		switch p.name {
-		case "capacity-baseline":
-			r.CapCLI = &capacityResult{}
-			out = r.CapCLI
-		case "capacity-composebox":
-			r.CapCbx = &capacityResult{}
-			out = r.CapCbx
-		case "throughput-composebox":
-			r.TPCbx = &throughputResult{}
-			out = r.TPCbx
-		case "throughput-baseline":
-			r.TPCLI = &throughputResult{}
-			out = r.TPCLI
-		case "latency":
-			r.Latency = &latencyResult{}
-			out = r.Latency
-		}
-		step(p.name, out)
 	}
 	r.Wall = time.Since(r.Started)
 	if ctx.Err() != nil {
@@ -182,12 +159,14 @@ func runAll(ctx context.Context, o options) (err error) {
 var phaseOrder = []struct {
 	name, group string
 	weight      float64
+	// result makes the phase's slot in the results, which the child's output fills.
+	result func(r *results) any
 }{
-	{"capacity-baseline", "capacity", 0.14},
-	{"capacity-composebox", "capacity", 0.39},
-	{"throughput-composebox", "throughput", 0.145},
-	{"throughput-baseline", "throughput", 0.195},
-	{"latency", "latency", 0.13},
+	{"capacity-baseline", "capacity", 0.14, func(r *results) any { r.CapCLI = &capacityResult{}; return r.CapCLI }},
+	{"capacity-composebox", "capacity", 0.39, func(r *results) any { r.CapCbx = &capacityResult{}; return r.CapCbx }},
+	{"throughput-composebox", "throughput", 0.145, func(r *results) any { r.TPCbx = &throughputResult{}; return r.TPCbx }},
+	{"throughput-baseline", "throughput", 0.195, func(r *results) any { r.TPCLI = &throughputResult{}; return r.TPCLI }},
+	{"latency", "latency", 0.13, func(r *results) any { r.Latency = &latencyResult{}; return r.Latency }},
 }
 
 // runChild runs `scale phase NAME` and decodes its JSON result into out. On SIGINT/SIGTERM

@@ -137,6 +137,24 @@ func (s *steps) mark(d *time.Duration) {
 	s.last = now
 }
 
+// every calls report every d until the returned stop is called: a long phase's progress line.
+func every(d time.Duration, report func()) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				report()
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
 // pushThrough runs n samples of work with conc in flight and measures the wall time from the
 // first start to the last finish. ctx's deadline stops it early: what finished counts.
 func pushThrough(ctx context.Context, side string, n, conc int, work func(ctx context.Context, i int, st *steps) error) *throughputResult {
@@ -145,21 +163,11 @@ func pushThrough(ctx context.Context, side string, n, conc int, work func(ctx co
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	start := time.Now()
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(15 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				mu.Lock()
-				progress("throughput %s: %d/%d done, %d failed, %.0fs", side, res.Done, n, res.Failed, time.Since(start).Seconds())
-				mu.Unlock()
-			}
-		}
-	}()
+	stopReports := every(15*time.Second, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		progress("throughput %s: %d/%d done, %d failed, %.0fs", side, res.Done, n, res.Failed, time.Since(start).Seconds())
+	})
 	for range conc {
 		wg.Go(func() {
 			for i := range jobs {
@@ -196,7 +204,7 @@ feed:
 	}
 	close(jobs)
 	wg.Wait()
-	close(done)
+	stopReports()
 	wall := time.Since(start)
 	res.WallS = wall.Seconds()
 	res.PerMin = float64(res.Done) / wall.Minutes()
@@ -347,22 +355,11 @@ func fill[T any](ctx context.Context, side string, target, conc int, start func(
 	var wg sync.WaitGroup
 	stop := false
 	t0 := time.Now()
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(15 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				mu.Lock()
-				progress("capacity %s: %d live, %.0fs", side, len(live), time.Since(t0).Seconds())
-				mu.Unlock()
-			}
-		}
-	}()
-	defer close(done)
+	defer every(15*time.Second, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		progress("capacity %s: %d live, %.0fs", side, len(live), time.Since(t0).Seconds())
+	})()
 	for range conc {
 		wg.Go(func() {
 			for {

@@ -51,6 +51,18 @@ func Parse(base string, bits int) (Pool, error) {
 	return p, p.Validate()
 }
 
+// Configured is Default with base and bits in place of its own where they are set, validated.
+func Configured(base netip.Prefix, bits int) (Pool, error) {
+	p := Default
+	if base.IsValid() {
+		p.Base = base.Masked()
+	}
+	if bits != 0 {
+		p.Bits = bits
+	}
+	return p, p.Validate()
+}
+
 // Validate reports a pool that cannot hold a usable subnet.
 func (p Pool) Validate() error {
 	switch {
