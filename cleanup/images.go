@@ -3,6 +3,7 @@ package cleanup
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -13,15 +14,18 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/errdefs"
 	"github.com/hashicorp/go-multierror"
+
+	"github.com/composebox/composebox/cleanup/labels"
 )
 
-// ImageOptions tunes PruneImages. The zero value considers every task's images.
+// ImageOptions tunes PruneImages.
 type ImageOptions struct {
 	// Task limits image hygiene to one task's images.
 	Task string
-	// Cache, when set, keeps the images of tasks that a live process holds (TaskInit done,
-	// Cleanup not yet), even while it has no sample running.
-	Cache *Cache
+	// Keep maps each live task, whose images must stay, to why it is live. tracking.LiveTasks
+	// gives the tasks with a project that is not stale or held by a live process; without it,
+	// only the images a container uses are kept.
+	Keep map[string]string
 	// DryRun reports what would be removed, with estimated sizes, and removes nothing.
 	DryRun bool
 }
@@ -46,26 +50,21 @@ type ImageReport struct {
 	BytesReclaimed int64 `json:"bytes_reclaimed"`
 }
 
-// PruneImages removes the images composebox built for tasks that have no live project: images
-// labelled dev.composebox.managed=true with a non-empty task label, never composebox's own
-// images (the base image, whose task label is empty). A task is live while it has a project that is
-// not stale (alive, detached, or owned on another host), or while a live process holds it in
-// opts.Cache. An image still used by a container (a stale project's, say) is kept and reported:
-// remove the stale projects first. The removal is the engine's image prune, per task, so the
-// bytes reported are the engine's own count.
+// PruneImages removes the images composebox built for tasks that are not live: images labelled
+// dev.composebox.managed=true with a non-empty task label, never composebox's own images (the
+// base image, whose task label is empty). The images of a task in opts.Keep are kept, and so is
+// an image still used by a container (a stale project's, say), with the reason: remove the
+// stale projects first. The removal is the engine's image prune, per task, so the bytes
+// reported are the engine's own count.
 func PruneImages(ctx context.Context, c client.APIClient, opts ImageOptions) (ImageReport, error) {
 	rep := ImageReport{Removed: []Image{}}
-	f := filters.NewArgs(filters.Arg("label", ManagedFilter))
+	f := filters.NewArgs(filters.Arg("label", labels.ManagedFilter))
 	if opts.Task != "" {
-		f.Add("label", LabelTask+"="+opts.Task)
+		f.Add("label", labels.LabelTask+"="+opts.Task)
 	}
 	imgs, err := c.ImageList(ctx, image.ListOptions{Filters: f})
 	if err != nil {
 		return rep, fmt.Errorf("prune images: list: %w", err)
-	}
-	live, err := liveTasks(ctx, c, opts.Cache)
-	if err != nil {
-		return rep, fmt.Errorf("prune images: %w", err)
 	}
 	ctrs, err := c.ContainerList(ctx, container.ListOptions{All: true})
 	if err != nil {
@@ -73,22 +72,22 @@ func PruneImages(ctx context.Context, c client.APIClient, opts ImageOptions) (Im
 	}
 	usedBy := map[string]string{}
 	for _, x := range ctrs {
-		usedBy[x.ImageID] = name(x)
+		usedBy[x.ImageID] = ContainerName(x)
 	}
 
 	byTask := map[string][]Image{}
 	for _, img := range imgs {
 		// composebox's own images (the base image) have an empty task label. LabelImage cannot
 		// tell them apart: an image built FROM the base image inherits its labels.
-		task := img.Labels[LabelTask]
+		task := img.Labels[labels.LabelTask]
 		if task == "" {
 			continue
 		}
 		tags := slices.DeleteFunc(slices.Clone(img.RepoTags), func(t string) bool { return t == "<none>:<none>" })
 		im := Image{ID: img.ID, Tags: tags, Task: task, Size: img.Size}
 		switch {
-		case live[task] != "":
-			im.Reason = live[task]
+		case opts.Keep[task] != "":
+			im.Reason = opts.Keep[task]
 		case usedBy[img.ID] != "":
 			im.Reason = fmt.Sprintf("used by container %s (remove its project first, e.g. cleanup --stale)", usedBy[img.ID])
 		}
@@ -102,7 +101,7 @@ func PruneImages(ctx context.Context, c client.APIClient, opts ImageOptions) (Im
 		byTask[task] = append(byTask[task], im)
 	}
 
-	tasks := sortedKeys(setOf(byTask))
+	tasks := slices.Sorted(maps.Keys(byTask))
 	if opts.DryRun {
 		for _, t := range tasks {
 			for _, im := range byTask[t] {
@@ -141,39 +140,13 @@ func PruneImages(ctx context.Context, c client.APIClient, opts ImageOptions) (Im
 	return rep, nil
 }
 
-// liveTasks maps each live task to why it is live.
-func liveTasks(ctx context.Context, c client.APIClient, cache *Cache) (map[string]string, error) {
-	live := map[string]string{}
-	projects, err := List(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range projects {
-		if !p.Stale && live[p.Task] == "" {
-			live[p.Task] = fmt.Sprintf("task has a %s project, %s", p.Status, p.Name)
-		}
-	}
-	if cache != nil {
-		holds, err := cache.Tasks()
-		if err != nil {
-			return nil, err
-		}
-		for _, h := range holds {
-			if OwnerStatus(h.Owner) != StatusStale && live[h.Task] == "" {
-				live[h.Task] = "task is held by process " + h.Owner
-			}
-		}
-	}
-	return live, nil
-}
-
 // pruneTask has the engine prune task's unused images. The engine runs one prune at a time and
 // refuses a concurrent one with a conflict, so that is retried for a while.
 func pruneTask(ctx context.Context, c client.APIClient, task string) (image.PruneReport, error) {
 	f := filters.NewArgs(
 		filters.Arg("dangling", "false"),
-		filters.Arg("label", ManagedFilter),
-		filters.Arg("label", LabelTask+"="+task),
+		filters.Arg("label", labels.ManagedFilter),
+		filters.Arg("label", labels.LabelTask+"="+task),
 	)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -207,12 +180,4 @@ func uniqueSize(ctx context.Context, c client.APIClient, id string) (int64, erro
 		n += h.Size
 	}
 	return n, nil
-}
-
-func setOf[V any](m map[string]V) map[string]bool {
-	out := make(map[string]bool, len(m))
-	for k := range m {
-		out[k] = true
-	}
-	return out
 }

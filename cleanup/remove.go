@@ -1,3 +1,7 @@
+// Package cleanup removes what composebox created: a project's containers, networks, volumes
+// and per-sample images, found by the engine's labels alone (see package labels), and the images
+// built for tasks that no longer need them. Which projects to remove, and whether their owners
+// are alive, is package tracking's business.
 package cleanup
 
 import (
@@ -15,10 +19,9 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/hashicorp/go-multierror"
 	"golang.org/x/sync/errgroup"
-)
 
-// ProjectLabel is the compose label naming a resource's project.
-const ProjectLabel = "com.docker.compose.project"
+	"github.com/composebox/composebox/cleanup/labels"
+)
 
 // RemoveOptions tunes RemoveProject. The zero value is the sandbox default.
 type RemoveOptions struct {
@@ -27,7 +30,7 @@ type RemoveOptions struct {
 	Grace time.Duration
 	// Parallel bounds concurrent removals of one kind within a project (default 8).
 	Parallel int
-	// Projects bounds how many projects Remove and RemoveProjects remove at once (default 4).
+	// Projects bounds how many projects RemoveProjects removes at once (default 4).
 	Projects int
 	// Timeout bounds the removal of one project, which runs on a context detached from the
 	// caller's so that a cancelled caller does not leave a project half removed (default 2 min).
@@ -50,7 +53,7 @@ type Removed struct {
 
 // ProjectFilter selects the composebox resources of one project.
 func ProjectFilter(project string) filters.Args {
-	return filters.NewArgs(filters.Arg("label", ManagedFilter), filters.Arg("label", ProjectLabel+"="+project))
+	return filters.NewArgs(filters.Arg("label", labels.ManagedFilter), filters.Arg("label", labels.ComposeProjectLabel+"="+project))
 }
 
 // RemoveProject removes every container, then network, then volume of a composebox project,
@@ -88,7 +91,7 @@ func RemoveProject(ctx context.Context, c client.APIClient, project string, opts
 		for _, ctr := range ctrs {
 			g.Go(func() error {
 				if err := removeContainer(ctx, c, ctr.ID, ctr.State, opts.Grace); err != nil {
-					fail(fmt.Errorf("remove container %s of %s: %w", name(ctr), project, err))
+					fail(fmt.Errorf("remove container %s of %s: %w", ContainerName(ctr), project, err))
 					return nil
 				}
 				mu.Lock()
@@ -186,7 +189,9 @@ func removeContainer(ctx context.Context, c client.APIClient, id, state string, 
 	return nil
 }
 
-func name(ctr container.Summary) string {
+// ContainerName is a listed container's name, without the engine's leading slash, or its short
+// id when it has none.
+func ContainerName(ctr container.Summary) string {
 	if len(ctr.Names) > 0 {
 		return ctr.Names[0][1:]
 	}
@@ -198,27 +203,18 @@ const DefaultRemoveTimeout = 2 * time.Minute
 
 // Result is the outcome of removing one project.
 type Result struct {
-	Project
+	Name    string  `json:"name"`
 	Removed Removed `json:"removed"`
 	// Err is why the project could not be removed completely (nil when it was).
 	Err error `json:"-"`
 }
 
-// Remove removes every project sel selects (see Plan), in parallel with a bound, and returns one
-// Result per project. Each removal runs on a context detached from ctx with its own deadline:
-// once ctx is done no further project is started, but those started are finished. Failures are
-// collected into one error; what was already gone counts as removed, so a second Remove of the
-// same selection is a no-op.
-func Remove(ctx context.Context, c client.APIClient, sel Selector, opts RemoveOptions) ([]Result, error) {
-	projects, err := Plan(ctx, c, sel)
-	if err != nil {
-		return nil, fmt.Errorf("cleanup: %w", err)
-	}
-	return RemoveProjects(ctx, c, projects, opts)
-}
-
-// RemoveProjects removes projects as Remove does.
-func RemoveProjects(ctx context.Context, c client.APIClient, projects []Project, opts RemoveOptions) ([]Result, error) {
+// RemoveProjects removes the named projects as RemoveProject does, in parallel with a bound,
+// and returns one Result per project, in order. Each removal runs on a context detached from
+// ctx with its own deadline: once ctx is done no further project is started, but those started
+// are finished. Failures are collected into one error; what was already gone counts as
+// removed, so removing the same projects again is a no-op.
+func RemoveProjects(ctx context.Context, c client.APIClient, projects []string, opts RemoveOptions) ([]Result, error) {
 	if opts.Projects <= 0 {
 		opts.Projects = 4
 	}
@@ -229,19 +225,19 @@ func RemoveProjects(ctx context.Context, c client.APIClient, projects []Project,
 	var g errgroup.Group
 	g.SetLimit(opts.Projects)
 	for i, p := range projects {
-		results[i].Project = p
+		results[i].Name = p
 		if ctx.Err() != nil {
-			results[i].Err = fmt.Errorf("remove project %s: %w", p.Name, ctx.Err())
+			results[i].Err = fmt.Errorf("remove project %s: %w", p, ctx.Err())
 			continue
 		}
 		g.Go(func() error {
 			if ctx.Err() != nil {
-				results[i].Err = fmt.Errorf("remove project %s: %w", p.Name, ctx.Err())
+				results[i].Err = fmt.Errorf("remove project %s: %w", p, ctx.Err())
 				return nil
 			}
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.Timeout)
 			defer cancel()
-			results[i].Removed, results[i].Err = RemoveProject(rctx, c, p.Name, opts)
+			results[i].Removed, results[i].Err = RemoveProject(rctx, c, p, opts)
 			return nil
 		})
 	}

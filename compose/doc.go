@@ -3,11 +3,11 @@
 //
 // The flow for one task and its samples is:
 //
-//	r, err := compose.Resolve(path, compose.ResolveOptions{})       // which case applies, and why
-//	proj, err := compose.Load(ctx, r, compose.LoadOptions{...})     // compose-go, env, .env, profiles
-//	err = compose.DefaultPolicy().Check(proj)                       // every violation at once
+//	r, err := compose.Resolve(path, compose.ResolveOptions{})       // which case applies (a suite's layout too), and why
+//	proj, err := compose.Load(ctx, r, compose.LoadOptions{...})     // compose-go, variables, default, agent, images, the policy: every problem at once
 //	plan, err := compose.PlanImages(proj, task)                     // build once per task
-//	sample, err := compose.Normalize(proj, compose.NormalizeOptions{...}) // per sample: name, labels
+//	sample, err := compose.Normalize(proj, compose.NormalizeOptions{...}) // per sample: name, labels, adaptations
+//	err = policy.RecheckHostPaths(sample)                           // right before the sample is created
 //
 // The package is pure logic: nothing here talks to a Docker daemon.
 package compose

@@ -239,65 +239,83 @@ func (c *nodeCounter) count(n *yaml.Node) (nodeCount, error) {
 	return total, nil
 }
 
-// fileRef is a file a compose file makes the loader read: YAML (extends, include) or plain
-// (env_file, label_file).
+// fileRef is a host path a compose file makes the loader read before composebox sees the loaded
+// project: an extends file, an env or label file, an include's files, directory and env files.
 type fileRef struct {
-	path string
-	yaml bool
+	path  string // as written, before interpolation
+	field string // where: services.web.extends.file, include[0].path, ...
+	yaml  bool   // a compose file (extends, include), read and followed in turn
+}
+
+// includeRef is one entry of the top-level include list.
+type includeRef struct {
+	index      int
+	paths      []string
+	projectDir string
+	envFiles   []string
 }
 
 // referencedFiles lists the files a document makes the loader read, as written (before
-// interpolation): services.*.extends.file, services.*.env_file, services.*.label_file and the
-// paths of top-level include entries.
-func referencedFiles(docs []*yaml.Node) []fileRef {
-	var out []fileRef
-	add := func(n *yaml.Node, isYAML bool) {
+// interpolation): services.*.extends.file, services.*.env_file, services.*.label_file, and the
+// top-level include entries. Merge keys (<<: *anchor) are followed as the loader follows them.
+func referencedFiles(docs []*yaml.Node) ([]fileRef, []includeRef) {
+	var refs []fileRef
+	var incs []includeRef
+	strs := func(n *yaml.Node) []string {
 		n = deref(n)
 		if n == nil {
-			return
+			return nil
 		}
 		if n.Kind == yaml.ScalarNode {
-			out = append(out, fileRef{n.Value, isYAML})
-			return
+			return []string{n.Value}
 		}
-		if n.Kind != yaml.SequenceNode {
-			return
-		}
-		for _, e := range n.Content {
-			if s := scalarOf(e); s != "" {
-				out = append(out, fileRef{s, isYAML})
-			} else if p := scalarOf(lookupKey(e, "path")); p != "" {
-				out = append(out, fileRef{p, isYAML})
+		var out []string
+		if n.Kind == yaml.SequenceNode {
+			for _, e := range n.Content {
+				if v := scalarOf(e); v != "" {
+					out = append(out, v)
+				} else if v := scalarOf(lookupKey(e, "path")); v != "" {
+					out = append(out, v)
+				}
 			}
 		}
+		return out
 	}
 	for _, d := range docs {
 		root := mappingOf(d)
 		if root == nil {
 			continue
 		}
-		if services := mappingOf(lookupKey(root, "services")); services != nil {
-			for i := 1; i < len(services.Content); i += 2 {
-				svc := mappingOf(services.Content[i])
-				add(lookupKey(mappingOf(lookupKey(svc, "extends")), "file"), true)
-				add(lookupKey(svc, "env_file"), false)
-				add(lookupKey(svc, "label_file"), false)
+		for _, e := range mappingEntries(lookupKey(root, "services")) {
+			svc := e.value
+			base := "services." + e.key + "."
+			for _, f := range strs(lookupKey(lookupKey(svc, "extends"), "file")) {
+				refs = append(refs, fileRef{path: f, field: base + "extends.file", yaml: true})
+			}
+			for _, f := range strs(lookupKey(svc, "env_file")) {
+				refs = append(refs, fileRef{path: f, field: base + "env_file"})
+			}
+			for _, f := range strs(lookupKey(svc, "label_file")) {
+				refs = append(refs, fileRef{path: f, field: base + "label_file"})
 			}
 		}
 		inc := deref(lookupKey(root, "include"))
 		if inc == nil || inc.Kind != yaml.SequenceNode {
 			continue
 		}
-		for _, item := range inc.Content {
-			if s := scalarOf(item); s != "" {
-				out = append(out, fileRef{s, true})
-				continue
+		for i, item := range inc.Content {
+			r := includeRef{index: i}
+			if v := scalarOf(item); v != "" {
+				r.paths = []string{v}
+			} else {
+				r.paths = strs(lookupKey(item, "path"))
+				r.projectDir = scalarOf(lookupKey(item, "project_directory"))
+				r.envFiles = strs(lookupKey(item, "env_file"))
 			}
-			add(lookupKey(item, "path"), true)
-			add(lookupKey(item, "env_file"), false)
+			incs = append(incs, r)
 		}
 	}
-	return out
+	return refs, incs
 }
 
 func deref(n *yaml.Node) *yaml.Node {
@@ -326,15 +344,56 @@ func scalarOf(n *yaml.Node) string {
 	return n.Value
 }
 
-// lookupKey returns the value of key in mapping m, or nil.
-func lookupKey(m *yaml.Node, key string) *yaml.Node {
-	m = mappingOf(m)
-	if m == nil {
+type entry struct {
+	key   string
+	value *yaml.Node
+}
+
+// mappingEntries lists a mapping's entries as the YAML decoder sees them: its own keys, then
+// those merged in through <<: (a mapping or a list of them), a key of its own winning.
+func mappingEntries(n *yaml.Node) []entry {
+	return mergedEntries(n, 0)
+}
+
+func mergedEntries(n *yaml.Node, depth int) []entry {
+	m := mappingOf(n)
+	if m == nil || depth > 32 {
 		return nil
 	}
+	var own, merged []entry
 	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i+1]
+		// A key may itself be an alias (*k: ...), which the decoder reads as the anchored key.
+		k, v := deref(m.Content[i]), m.Content[i+1]
+		if k == nil {
+			continue
+		}
+		if k.ShortTag() == "!!merge" {
+			src := deref(v)
+			if src != nil && src.Kind == yaml.SequenceNode {
+				for _, e := range src.Content {
+					merged = append(merged, mergedEntries(e, depth+1)...)
+				}
+			} else {
+				merged = append(merged, mergedEntries(src, depth+1)...)
+			}
+			continue
+		}
+		own = append(own, entry{k.Value, v})
+	}
+	out := own
+	for _, e := range merged {
+		if !slices.ContainsFunc(out, func(o entry) bool { return o.key == e.key }) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// lookupKey returns the value of key in mapping m (merge keys followed), or nil.
+func lookupKey(m *yaml.Node, key string) *yaml.Node {
+	for _, e := range mappingEntries(m) {
+		if e.key == key {
+			return e.value
 		}
 	}
 	return nil

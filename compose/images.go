@@ -19,7 +19,7 @@ import (
 	"github.com/moby/patternmatcher"
 	"github.com/moby/patternmatcher/ignorefile"
 
-	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/errdefs"
 )
 
@@ -41,7 +41,7 @@ type BuildPlan struct {
 	// Target is the build stage, if any.
 	Target string
 	// Labels go on the image: the service's build labels, then dev.composebox.managed and
-	// dev.composebox.task (CONTRACT section 7).
+	// dev.composebox.task, so that image hygiene can find a task's images.
 	Labels map[string]string
 	// Build is a copy of the service's whole build section, for building through compose.
 	Build *types.BuildConfig
@@ -104,10 +104,10 @@ func planBuild(proj *types.Project, name string, s types.ServiceConfig, task str
 			}
 		}
 	}
-	labels := map[string]string{}
-	maps.Copy(labels, b.Labels)
-	labels[cleanup.LabelManaged] = "true"
-	labels[cleanup.LabelTask] = task
+	lbl := map[string]string{}
+	maps.Copy(lbl, b.Labels)
+	lbl[labels.LabelManaged] = "true"
+	lbl[labels.LabelTask] = task
 
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n", hashVersion)
@@ -115,7 +115,7 @@ func planBuild(proj *types.Project, name string, s types.ServiceConfig, task str
 	settings := b
 	settings.Context, settings.Dockerfile = "", ""
 	settings.Args = nil
-	settings.Labels = labels
+	settings.Labels = lbl
 	js, err := json.Marshal(struct {
 		Build *types.BuildConfig
 		Args  map[string]string
@@ -133,7 +133,7 @@ func planBuild(proj *types.Project, name string, s types.ServiceConfig, task str
 	} else {
 		df := ""
 		if b.DockerfileInline == "" {
-			df = dockerfilePath(&b)
+			df = DockerfilePath(&b)
 			if rel, err := filepath.Rel(b.Context, df); err == nil && filepath.IsLocal(rel) {
 				fmt.Fprintf(h, "dockerfile %q\n", filepath.ToSlash(rel))
 			}
@@ -157,7 +157,7 @@ func planBuild(proj *types.Project, name string, s types.ServiceConfig, task str
 	sum := hex.EncodeToString(h.Sum(nil))[:16]
 
 	repo := "cbx"
-	for _, part := range []string{sanitizeName(task, 40), sanitizeName(name, 60)} {
+	for _, part := range []string{SanitizeName(task, 40), SanitizeName(name, 60)} {
 		if part != "" {
 			repo += "-" + part
 		}
@@ -171,7 +171,7 @@ func planBuild(proj *types.Project, name string, s types.ServiceConfig, task str
 		DockerfileInline: b.DockerfileInline,
 		Args:             args,
 		Target:           b.Target,
-		Labels:           labels,
+		Labels:           lbl,
 	}, nil
 }
 

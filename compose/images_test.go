@@ -12,7 +12,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 
-	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
 )
 
 const planYAML = `services:
@@ -93,7 +93,7 @@ func TestPlanImages(t *testing.T) {
 	if web.Args["A"] != "one" || web.Args["FROM_ENV"] != "env-value" {
 		t.Errorf("args = %v", web.Args)
 	}
-	if web.Labels[cleanup.LabelManaged] != "true" || web.Labels[cleanup.LabelTask] != "My Task" {
+	if web.Labels[labels.LabelManaged] != "true" || web.Labels[labels.LabelTask] != "My Task" {
 		t.Errorf("labels = %v", web.Labels)
 	}
 	if web.Build == nil || web.Build.Context != web.Context {

@@ -6,61 +6,130 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/compose-spec/compose-go/v2/dotenv"
 	"github.com/compose-spec/compose-go/v2/loader"
+	"github.com/compose-spec/compose-go/v2/paths"
 	"github.com/compose-spec/compose-go/v2/template"
 	"github.com/compose-spec/compose-go/v2/types"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/composebox/composebox/internal/errdefs"
-	"github.com/composebox/composebox/internal/images"
 )
 
 // BaseImageEnv is the variable through which compose files name composebox's base image, whose
 // tag is a content hash: `image: ${COMPOSEBOX_BASE_IMAGE}`, or a build arg for `FROM $BASE`.
-// Load sets it from images.BaseRef unless the environment already has it.
+// Load sets it from imagespec.BaseRef unless the environment already has it.
 const BaseImageEnv = "COMPOSEBOX_BASE_IMAGE"
 
 // MetadataPrefix starts the variable a sample's metadata key is interpolated through.
 const MetadataPrefix = "SAMPLE_METADATA_"
 
-// Keep-alive and stop settings of generated projects and of services that set none.
-var keepAlive = []string{"tail", "-f", "/dev/null"}
+// KeepAlive is the command of a generated project's service: it keeps the container running
+// until it is stopped, so that commands are exec'd into it.
+func KeepAlive() []string { return []string{"tail", "-f", "/dev/null"} }
 
+// defaultStopGrace is the stop grace of generated services.
 const defaultStopGrace = "1s"
 
-// LoadOptions tune Load. The zero value loads with the process environment and .env.
+// LoadOptions tune Load. The zero value loads with the task's .env alone, against
+// DefaultPolicy.
 type LoadOptions struct {
-	// Environment overrides, on top of the process environment and the project's .env file.
+	// Environment are variables for interpolation (on the command line, -e and --env-file).
+	// They take precedence over PassEnv and the project's .env file.
 	Environment map[string]string
-	// Profiles to enable. Empty means COMPOSE_PROFILES from the environment, if set.
+	// PassEnv names variables read from the process environment, one by one (--pass-env). No
+	// other variable of the process environment is ever read.
+	PassEnv []string
+	// SampleEnv are variables whose value differs per sample (COMPOSE_PROJECT_NAME, say). Like
+	// SAMPLE_METADATA_*, each is set only when the files reference it, and a project that
+	// references any must be loaded again for each sample (SampleVariables).
+	SampleEnv map[string]string
+	// Profiles to enable. Empty means COMPOSE_PROFILES from the variables, if set.
 	Profiles []string
 	// Metadata is the sample's metadata. SAMPLE_METADATA_<KEY> (key upper-cased, anything
-	// but letters, digits and '_' turned into '_') is set only for the keys the files reference.
+	// but letters, digits and '_' turned into '_') is set only for the keys the files reference;
+	// one a file references and the sample does not give is blank.
 	Metadata map[string]string
-	// Name is the project name seen while loading, as ${COMPOSE_PROJECT_NAME}. Empty means the
-	// project directory's base name. Normalize sets the per-sample name afterwards either way.
+	// Name is the project name seen while loading, as ${COMPOSE_PROJECT_NAME}. Empty means
+	// SampleEnv's COMPOSE_PROJECT_NAME when the files reference it, else the project directory's
+	// base name. Normalize sets the per-sample name afterwards either way.
 	Name string
+	// DefaultService chooses the default service, overriding every other rule.
+	DefaultService string
+	// AgentImage adds a service named "default" on this image, kept alive, attached to every
+	// network of the project, and the default unless DefaultService says otherwise: the agent's
+	// container of suites whose harness ran it beside the project.
+	AgentImage string
+	// ImageOverrides maps services to the image they run instead of theirs. A service with a
+	// build section runs the override and is not built.
+	ImageOverrides map[string]string
+	// Policy is the security policy the project must pass; nil means DefaultPolicy(). Its host
+	// path rules also bound the files the loader reads (extends, include, env and label files).
+	Policy *Policy
 	// Limits bound the input (file size, alias expansion); zero fields take the defaults.
 	Limits Limits
-	// Logger receives warnings such as unset variables. Default: discard.
+	// Logger receives warnings. Default: discard.
 	Logger *slog.Logger
 }
 
-// Load reads the resolved project through compose-go: interpolation from the environment and
-// .env, profiles, extends, include and every -f file merged in order. Generated and inline
-// projects are loaded from memory. Load also checks that build contexts and Dockerfiles exist
-// and that a default service can be chosen. Every error is ErrInvalidConfig and names the file,
-// and the line when it is known.
+// Load reads the resolved project through compose-go (interpolation, profiles, extends,
+// include and every -f file merged in order) and checks it against the policy. Generated and
+// inline projects are loaded from memory. The files the loader would read for extends, include,
+// env_file and label_file are checked first: a path outside the allowed roots is never read.
+//
+// Every problem comes back at once in a *PolicyError: unset variables, missing build contexts and
+// Dockerfiles, the default service, and every policy violation, each with its service, field
+// and opt-in. A file that cannot be parsed is an ErrInvalidConfig naming the file and line. The
+// returned project is rewritten as the policy checked it: host paths resolved, pull_policy never.
 func Load(ctx context.Context, r *Resolution, opts LoadOptions) (*types.Project, error) {
+	l, err := load(ctx, r, opts)
+	if err != nil {
+		return nil, err
+	}
+	return l.result()
+}
+
+// Prepare is Load followed by a trial Normalize with norm (its Name defaults to the loaded
+// project's), so that the problems normalisation would find come back with all the others, in
+// the same *PolicyError. It returns the loaded project, not the normalised one.
+func Prepare(ctx context.Context, r *Resolution, opts LoadOptions, norm NormalizeOptions) (*types.Project, error) {
+	l, err := load(ctx, r, opts)
+	if err != nil {
+		return nil, err
+	}
+	if l.proj != nil {
+		if norm.Name == "" {
+			norm.Name = l.proj.Name
+		}
+		if _, err := Normalize(l.proj, norm); err != nil {
+			l.problems = append(l.problems, Violation{Rule: "normalize", Why: err.Error(), Invalid: true})
+		}
+	}
+	return l.result()
+}
+
+// loaded is the outcome of a load: the project (nil when it could not be loaded without
+// reading what it must not) and every problem found.
+type loaded struct {
+	op       string
+	proj     *types.Project
+	problems []Violation
+}
+
+func (l *loaded) result() (*types.Project, error) {
+	if len(l.problems) > 0 {
+		return nil, &PolicyError{Op: l.op, Violations: l.problems}
+	}
+	return l.proj, nil
+}
+
+func load(ctx context.Context, r *Resolution, opts LoadOptions) (*loaded, error) {
 	if r == nil {
 		return nil, errdefs.New(ErrInvalidConfig, "load: no resolution given")
 	}
@@ -68,24 +137,33 @@ func Load(ctx context.Context, r *Resolution, opts LoadOptions) (*types.Project,
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	policy := DefaultPolicy()
+	if opts.Policy != nil {
+		policy = *opts.Policy
+	}
 	wd := r.WorkingDir
 	if wd == "" {
-		var err error
-		if wd, err = os.Getwd(); err != nil {
-			return nil, fmt.Errorf("load: working directory: %w", err)
-		}
+		return nil, errdefs.New(ErrInvalidConfig, "load: the project has no working directory: give one (relative paths and .env resolve against it)")
 	}
-	env, err := loadEnvironment(wd, opts.Environment)
+	lim := opts.Limits.withDefaults()
+	conf := newConfiner(policy, wd)
+	opts.Environment = layoutEnv(r, opts.Environment)
+	env, problems, err := opts.environment(wd, conf, lim.MaxFileSize)
 	if err != nil {
 		return nil, err
 	}
 
-	set := &fileSet{lim: opts.Limits.withDefaults(), docs: map[string][]*yaml.Node{}, content: map[string][]byte{}}
+	set := &fileSet{lim: lim, docs: map[string][]*yaml.Node{}, content: map[string][]byte{}}
 	details := types.ConfigDetails{WorkingDir: wd, Environment: env}
 	interpolate := true
 	switch r.Source {
 	case SourceFile, SourceDirectory:
-		if len(r.Files) == 0 {
+		if r.Layout == LayoutHarbor {
+			// Harbor's own base file defines main; the task's overlay, if any, goes on top.
+			details.ConfigFiles = append(details.ConfigFiles, types.ConfigFile{
+				Filename: filepath.Join(filepath.Dir(wd), harborTaskFile), Config: harborModel(r, env, len(r.Files) > 0)})
+			interpolate = len(r.Files) > 0
+		} else if len(r.Files) == 0 {
 			return nil, errdefs.New(ErrInvalidConfig, "load: resolution names no compose file")
 		}
 		for _, f := range r.Files {
@@ -107,6 +185,12 @@ func Load(ctx context.Context, r *Resolution, opts LoadOptions) (*types.Project,
 			if err != nil {
 				return nil, err
 			}
+			// The guard follows the struct's references like a file's.
+			if data, err := yaml.Marshal(cfg); err == nil {
+				if err := set.add(structName, data); err != nil {
+					return nil, err
+				}
+			}
 			details.ConfigFiles = []types.ConfigFile{{Filename: structName, Config: cfg}}
 			interpolate = false // a struct's values are final; "$" in them is literal
 		default:
@@ -118,18 +202,6 @@ func Load(ctx context.Context, r *Resolution, opts LoadOptions) (*types.Project,
 	default:
 		return nil, errdefs.New(ErrInvalidConfig, fmt.Sprintf("load: unknown resolution source %q", r.Source))
 	}
-	if interpolate {
-		if err := set.followReferences(wd, env); err != nil {
-			return nil, err
-		}
-		for k, v := range opts.Metadata {
-			name := MetadataVar(k)
-			if set.references(name) {
-				env[name] = v
-			}
-		}
-	}
-
 	name := opts.Name
 	if name == "" && r.Project != nil {
 		name = r.Project.Name
@@ -144,6 +216,22 @@ func Load(ctx context.Context, r *Resolution, opts LoadOptions) (*types.Project,
 		return nil, errdefs.New(ErrInvalidConfig, fmt.Sprintf(
 			"load: invalid project name %q: use lowercase letters, digits, '-' and '_', starting with a letter or digit", name))
 	}
+	// compose-go sets the project name for interpolation; the guard below must see the same.
+	env[ProjectNameEnv] = name
+	l := &loaded{op: "check " + describeFiles(details.ConfigFiles), problems: problems}
+	if interpolate {
+		set.sampleVariables(env, opts)
+	}
+	refProblems, err := set.followReferences(wd, env, conf, interpolate)
+	if err != nil {
+		return nil, err
+	}
+	if len(refProblems) > 0 {
+		// compose-go would read those files: stop here, with what was found so far.
+		l.problems = append(l.problems, refProblems...)
+		return l, nil
+	}
+
 	profiles := opts.Profiles
 	if len(profiles) == 0 {
 		for p := range strings.SplitSeq(env["COMPOSE_PROFILES"], ",") {
@@ -158,29 +246,79 @@ func Load(ctx context.Context, r *Resolution, opts LoadOptions) (*types.Project,
 		o.SetProjectName(name, true)
 		o.Profiles = profiles
 		o.SkipInterpolation = !interpolate
+		// env_file is read below, once its paths are checked.
+		o.SkipResolveEnvironment = true
 		if o.Interpolate != nil {
 			ip := *o.Interpolate
 			ip.Substitute = quietSubstitute(unset)
 			o.Interpolate = &ip
 		}
 	})
-	for _, v := range slices.Sorted(maps.Keys(unset)) {
-		log.Warn("variable is not set, defaulting to a blank string", "variable", v)
-	}
+	l.problems = append(l.problems, set.unsetVariables(unset, log)...)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("load: %w", ctx.Err())
 		}
-		return nil, set.wrap(err, details.ConfigFiles)
+		lerr := set.wrap(err, details.ConfigFiles)
+		if len(l.problems) == 0 {
+			return nil, lerr
+		}
+		// An unset variable often causes the load error: report both.
+		l.problems = append(l.problems, Violation{Rule: "load", Why: lerr.Error(), Invalid: true})
+		return l, nil
 	}
 	proj.ComposeFiles = slices.Clone(r.Files)
-	if err := checkBuilds(proj, set); err != nil {
-		return nil, err
+	if envProblems, bad := checkEnvFiles(proj, conf, lim.MaxFileSize); bad {
+		l.problems = append(l.problems, envProblems...)
+	} else if resolved, err := proj.WithServicesEnvironmentResolved(false); err != nil {
+		l.problems = append(l.problems, Violation{Rule: "env-file", Why: err.Error(), Invalid: true})
+	} else {
+		proj = resolved
 	}
+	if err := tailor(proj, r, opts); err != nil {
+		l.problems = append(l.problems, Violation{Rule: "task", Why: err.Error(), Invalid: true})
+	}
+	l.problems = append(l.problems, checkBuilds(proj, set)...)
 	if _, err := DefaultService(proj); err != nil {
-		return nil, &loadError{msg: "load " + describeFiles(details.ConfigFiles) + ": " + err.Error(), cause: err}
+		v := Violation{Rule: "default-service", Why: err.Error(), Invalid: true}
+		if nd := (*NoDefaultError)(nil); errors.As(err, &nd) {
+			v.OptIn = "--default SERVICE, or --agent-image IMAGE"
+		}
+		l.problems = append(l.problems, v)
 	}
-	return proj, nil
+	c := newChecker(policy, proj)
+	c.walkProject()
+	l.problems = append(l.problems, c.out...)
+	if len(c.out) == 0 {
+		policy.enforce(proj)
+	}
+	l.proj = proj
+	return l, nil
+}
+
+// checkEnvFiles checks the env files of every service before they are read: inside the allowed
+// roots (the policy walk reports those that are not), regular and within the size limit.
+func checkEnvFiles(p *types.Project, conf *confiner, maxSize int64) (out []Violation, bad bool) {
+	for _, name := range p.ServiceNames() {
+		for i, f := range p.Services[name].EnvFiles {
+			v := conf.check(f.Path, false)
+			if v.rule != "" {
+				bad = true // the policy walk reports it
+				continue
+			}
+			fi, err := os.Stat(v.resolved)
+			switch {
+			case err != nil:
+				continue // compose-go reports a missing required file itself
+			case !fi.Mode().IsRegular():
+				out = append(out, Violation{Service: name, Field: fmt.Sprintf("env_file[%d].path", i), Value: f.Path, Rule: "env-file", Why: "not a regular file", Invalid: true})
+			case fi.Size() > maxSize:
+				out = append(out, Violation{Service: name, Field: fmt.Sprintf("env_file[%d].path", i), Value: f.Path, Rule: "env-file",
+					Why: "larger than the " + byteSize(maxSize) + " limit", Invalid: true})
+			}
+		}
+	}
+	return out, bad || len(out) > 0
 }
 
 // Names standing in for a file in messages about projects that have none.
@@ -196,11 +334,14 @@ func generatedName(r *Resolution) string {
 	return "generated project on " + r.Image
 }
 
-// generatedModel is the one-service project of CONTRACT section 1, cases 3 and 4. A generated
+// generatedModel is the one-service project generated for a lone Dockerfile, or for no config at
+// all on the default image: a keep-alive command, `init: true`, no network and a short stop
+// grace. A generated
 // build gets the base image as the build arg COMPOSEBOX_BASE_IMAGE, so that a lone Dockerfile
 // can start with `ARG COMPOSEBOX_BASE_IMAGE` and `FROM ${COMPOSEBOX_BASE_IMAGE}`: its tag is a
 // content hash that no Dockerfile could spell.
 func generatedModel(r *Resolution, env types.Mapping) map[string]any {
+	keepAlive := KeepAlive()
 	svc := map[string]any{
 		"command":           []any{keepAlive[0], keepAlive[1], keepAlive[2]},
 		"init":              true,
@@ -251,59 +392,17 @@ func MetadataVar(key string) string {
 	return MetadataPrefix + string(b)
 }
 
-// loadEnvironment is the process environment with overrides on top, then .env for what is still
-// unset, as the compose CLI does, and the base image reference.
-func loadEnvironment(wd string, overrides map[string]string) (types.Mapping, error) {
-	env := types.Mapping{}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
-			env[k] = v
-		}
-	}
-	maps.Copy(env, overrides)
-	if disabled, _ := strconv.ParseBool(env["COMPOSE_DISABLE_ENV_FILE"]); !disabled {
-		dotEnv := filepath.Join(wd, ".env")
-		if fi, err := os.Stat(dotEnv); err == nil && fi.Mode().IsRegular() {
-			if fi.Size() > defaultLimits.MaxFileSize {
-				return nil, errdefs.New(ErrInvalidConfig, fmt.Sprintf("load %s: file is larger than the %s limit",
-					dotEnv, byteSize(defaultLimits.MaxFileSize)))
-			}
-			vars, err := dotenv.GetEnvFromFile(env, []string{dotEnv})
-			if err != nil {
-				return nil, &loadError{msg: fmt.Sprintf("load %s: %v", dotEnv, err), cause: err}
-			}
-			env.Merge(vars)
-		}
-	}
-	if _, ok := env[BaseImageEnv]; !ok {
-		// Without busybox there is no base image; a file that needs it fails on the blank value.
-		if ref, err := images.BaseRef(images.DefaultBusybox); err == nil {
-			env[BaseImageEnv] = ref
-		}
-	}
-	return env, nil
-}
-
-func quietSubstitute(unset map[string]bool) func(string, template.Mapping) (string, error) {
-	replace := func(sub string, m template.Mapping, cfg *template.Config) (string, error) {
-		v, applied, err := template.DefaultReplacementAppliedFunc(sub, m, cfg)
-		if err == nil && !applied {
-			unset[strings.Trim(sub, "${}")] = true
-		}
-		return v, err
-	}
-	return func(s string, m template.Mapping) (string, error) {
-		return template.SubstituteWithOptions(s, m, template.WithoutLogging, template.WithReplacementFunction(replace))
-	}
-}
-
 // fileSet holds every file a load reads, parsed once to check the limits, to follow extends and
-// include, to find metadata references and to put line numbers on errors.
+// include, to find variable references and to put line numbers on errors.
 type fileSet struct {
 	lim     Limits
 	order   []string
 	docs    map[string][]*yaml.Node
 	content map[string][]byte
+	// env and bases are, per file read through include or extends, the variables its paths
+	// are interpolated with and the directories its relative paths may be relative to.
+	env   map[string]types.Mapping
+	bases map[string][]string
 }
 
 func (s *fileSet) read(path string) ([]byte, error) {
@@ -331,48 +430,179 @@ func (s *fileSet) add(name string, data []byte) error {
 	return nil
 }
 
-// followReferences checks, within the limits, the files that extends, include, env_file and
-// label_file pull in, before compose-go reads them itself (in full, whatever they are: a FIFO or
-// /dev/zero would never end). compose-go resolves a relative path against the project directory
-// or the including file's, so both are checked.
-func (s *fileSet) followReferences(wd string, env types.Mapping) error {
-	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+// followReferences checks the files that extends, include, env_file and label_file make the
+// loader read, before compose-go reads them itself (in full, whatever they are: a FIFO or
+// /dev/zero would never end, and a file outside the task directory must not be read at all).
+// Each must resolve inside the allowed roots, be a regular file and keep within the limits;
+// the compose files among them are read and followed in turn. compose-go resolves a relative
+// path against the project directory, the including file's directory or an include's project
+// directory, and expands a leading ~: every such candidate that exists is checked. It returns
+// the references that leave the allowed roots; other problems are errors.
+func (s *fileSet) followReferences(wd string, env types.Mapping, conf *confiner, interpolate bool) ([]Violation, error) {
+	if s.env == nil {
+		s.env, s.bases = map[string]types.Mapping{}, map[string][]string{}
+	}
+	var out []Violation
+	seen := map[string]bool{}
 	for i := 0; i < len(s.order); i++ {
 		from := s.order[i]
-		for _, ref := range referencedFiles(s.docs[from]) {
-			p := ref.path
+		fenv := env
+		if e, ok := s.env[from]; ok {
+			fenv = e
+		}
+		subst := func(p string) string {
+			if !interpolate {
+				return p
+			}
+			lookup := func(k string) (string, bool) { v, ok := fenv[k]; return v, ok }
 			if v, err := template.SubstituteWithOptions(p, lookup, template.WithoutLogging); err == nil {
-				p = v
+				return v
 			}
-			cands := []string{p}
-			if !filepath.IsAbs(p) {
-				cands = []string{filepath.Join(wd, p)}
-				if filepath.IsAbs(from) {
-					cands = append(cands, filepath.Join(filepath.Dir(from), p))
+			return p
+		}
+		bases := []string{wd}
+		if filepath.IsAbs(from) {
+			bases = append(bases, filepath.Dir(from))
+		}
+		bases = append(bases, s.bases[from]...)
+		// check vets one reference; it returns the candidates that exist and may be read.
+		check := func(field, written string, dir bool) ([]string, error) {
+			var ok []string
+			for _, c := range candidates(subst(written), bases) {
+				fi, err := os.Stat(c)
+				if err != nil {
+					continue // compose-go reports a missing one with its own message
 				}
-			}
-			for _, c := range cands {
-				if _, seen := s.docs[c]; seen {
+				key := field + "\x00" + c
+				if seen[key] {
 					continue
 				}
-				fi, err := os.Stat(c)
+				seen[key] = true
+				if v := conf.check(c, false); v.rule != "" {
+					bad := Violation{Field: field, Value: written, Rule: v.rule, Why: v.explain(written) + " (read by " + from + ")", OptIn: v.optIn}
+					if rest, ok := strings.CutPrefix(field, "services."); ok {
+						// services.NAME.extends.file: NAME may hold dots, the field names none.
+						for _, f := range []string{".extends.file", ".env_file", ".label_file"} {
+							if name, ok := strings.CutSuffix(rest, f); ok {
+								bad.Service, bad.Field = name, f[1:]
+							}
+						}
+					}
+					out = append(out, bad)
+					continue
+				}
 				switch {
-				case err != nil:
-					continue // compose-go reports a missing one with its own message
-				case !fi.Mode().IsRegular():
-					return errdefs.New(ErrInvalidConfig, fmt.Sprintf("load %s: %s is not a regular file", from, c))
-				case !ref.yaml && fi.Size() > s.lim.MaxFileSize:
-					return errdefs.New(ErrInvalidConfig, fmt.Sprintf("load %s: %s is larger than the %s limit",
-						from, c, byteSize(s.lim.MaxFileSize)))
-				case ref.yaml:
-					if _, err := s.read(c); err != nil {
-						return err
+				case dir && !fi.IsDir():
+					return nil, errdefs.New(ErrInvalidConfig, fmt.Sprintf("load %s: %s is not a directory", from, c))
+				case !dir && !fi.Mode().IsRegular():
+					return nil, errdefs.New(ErrInvalidConfig, fmt.Sprintf("load %s: %s is not a regular file", from, c))
+				case !dir && fi.Size() > s.lim.MaxFileSize:
+					return nil, errdefs.New(ErrInvalidConfig, fmt.Sprintf("load %s: %s is larger than the %s limit", from, c, byteSize(s.lim.MaxFileSize)))
+				}
+				ok = append(ok, c)
+			}
+			return ok, nil
+		}
+		refs, incs := referencedFiles(s.docs[from])
+		for _, ref := range refs {
+			files, err := check(ref.field, ref.path, false)
+			if err != nil {
+				return nil, err
+			}
+			if !ref.yaml {
+				continue
+			}
+			for _, f := range files {
+				if err := s.follow(f, fenv, nil); err != nil {
+					return nil, err
+				}
+			}
+		}
+		for _, inc := range incs {
+			field := fmt.Sprintf("include[%d]", inc.index)
+			incEnv := fenv
+			var projectDirs []string
+			if inc.projectDir != "" {
+				dirs, err := check(field+".project_directory", inc.projectDir, true)
+				if err != nil {
+					return nil, err
+				}
+				projectDirs = dirs
+			}
+			envFiles := inc.envFiles
+			if len(envFiles) == 0 {
+				// compose-go reads the .env of the included project's directory.
+				for _, d := range projectDirs {
+					envFiles = append(envFiles, filepath.Join(d, ".env"))
+				}
+				for _, p := range inc.paths {
+					for _, c := range candidates(subst(p), bases) {
+						envFiles = append(envFiles, filepath.Join(filepath.Dir(c), ".env"))
+					}
+				}
+			}
+			var readable []string
+			for _, f := range envFiles {
+				files, err := check(field+".env_file", f, false)
+				if err != nil {
+					return nil, err
+				}
+				readable = append(readable, files...)
+			}
+			if len(readable) > 0 {
+				vars, err := dotenv.GetEnvFromFile(fenv, readable)
+				if err == nil {
+					incEnv = fenv.Clone().Merge(vars)
+				}
+			}
+			for _, p := range inc.paths {
+				files, err := check(field+".path", p, false)
+				if err != nil {
+					return nil, err
+				}
+				for _, f := range files {
+					if err := s.follow(f, incEnv, projectDirs); err != nil {
+						return nil, err
 					}
 				}
 			}
 		}
 	}
+	return out, nil
+}
+
+// follow reads a compose file that extends or include pull in, once.
+func (s *fileSet) follow(path string, env types.Mapping, bases []string) error {
+	if _, ok := s.docs[path]; ok {
+		return nil
+	}
+	if _, err := s.read(path); err != nil {
+		return err
+	}
+	s.env[path] = env
+	s.bases[path] = bases
 	return nil
+}
+
+// candidates are the absolute paths compose-go may read for a path as written: itself when
+// absolute, else against each base directory; and with a leading ~ expanded.
+func candidates(p string, bases []string) []string {
+	if p == "" {
+		return nil
+	}
+	var out []string
+	if expanded := paths.ExpandUser(p); expanded != p && filepath.IsAbs(expanded) {
+		out = append(out, filepath.Clean(expanded))
+	}
+	if filepath.IsAbs(p) {
+		out = append(out, filepath.Clean(p))
+	} else {
+		for _, b := range bases {
+			out = append(out, filepath.Join(b, p))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // references reports whether any file mentions the variable name as a whole word.
@@ -449,40 +679,43 @@ type loadError struct {
 func (e *loadError) Error() string   { return e.msg }
 func (e *loadError) Unwrap() []error { return []error{ErrInvalidConfig, e.cause} }
 
-// checkBuilds checks what compose-go leaves to build time: that a local build context and its
-// Dockerfile exist.
-func checkBuilds(p *types.Project, set *fileSet) error {
+// checkBuilds checks what compose-go leaves to build time: that each local build context and
+// its Dockerfile exist. Every missing one is a problem naming the file and line of its build.
+func checkBuilds(p *types.Project, set *fileSet) []Violation {
+	var out []Violation
 	for _, name := range p.ServiceNames() {
 		b := p.Services[name].Build
-		if b == nil || isRemoteContext(b.Context) {
+		if b == nil || isRemoteContext(b.Context) || strings.Contains(b.Context, "://") {
 			continue
 		}
-		fail := func(format string, args ...any) error {
+		add := func(field, format string, args ...any) {
 			msg := fmt.Sprintf(format, args...)
 			for i := len(set.order) - 1; i >= 0; i-- {
 				if l := lineOf(set.docs[set.order[i]], []string{"services", name, "build"}); l > 0 {
-					return errdefs.New(ErrInvalidConfig, fmt.Sprintf("load %s: line %d: %s", set.order[i], l, msg))
+					msg = fmt.Sprintf("%s: line %d: %s", set.order[i], l, msg)
+					break
 				}
 			}
-			return errdefs.New(ErrInvalidConfig, "load: "+msg)
+			out = append(out, Violation{Service: name, Field: field, Rule: "build", Why: msg, Invalid: true})
 		}
 		fi, err := os.Stat(b.Context)
 		if err != nil || !fi.IsDir() {
-			return fail("service %q: build context %s does not exist or is not a directory", name, b.Context)
+			add("build.context", "build context %s does not exist or is not a directory", b.Context)
+			continue
 		}
 		if b.DockerfileInline != "" {
 			continue
 		}
-		df := dockerfilePath(b)
+		df := DockerfilePath(b)
 		if fi, err := os.Stat(df); err != nil || !fi.Mode().IsRegular() {
-			return fail("service %q: Dockerfile %s does not exist", name, df)
+			add("build.dockerfile", "Dockerfile %s does not exist", df)
 		}
 	}
-	return nil
+	return out
 }
 
-// dockerfilePath is the absolute Dockerfile of a local build.
-func dockerfilePath(b *types.BuildConfig) string {
+// DockerfilePath is the absolute Dockerfile of a local build.
+func DockerfilePath(b *types.BuildConfig) string {
 	df := b.Dockerfile
 	if df == "" {
 		df = "Dockerfile"

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +12,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 
-	"github.com/composebox/composebox/internal/images"
+	"github.com/composebox/composebox/internal/images/imagespec"
 )
 
 // loadDir resolves and loads dir (or a file in it) with opts.
@@ -42,6 +41,8 @@ func env(s types.ServiceConfig, k string) string {
 	return "<unset>"
 }
 
+// Interpolation reads the task's .env, PassEnv (names taken from the process environment one by
+// one) and Environment, in that order of precedence, and nothing else of the process environment.
 func TestLoadEnvironmentPrecedence(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{
@@ -54,17 +55,23 @@ func TestLoadEnvironmentPrecedence(t *testing.T) {
       C: ${C}
       D: ${D:-fallback}
       E: $${LITERAL}
+      F: ${F-unset}
 `,
 		".env": "A=dotenv\nB=dotenv\nC=dotenv\n",
 	})
 	t.Setenv("A", "os")
 	t.Setenv("B", "os")
-	p := mustLoad(t, dir, LoadOptions{Environment: map[string]string{"A": "override"}})
+	t.Setenv("C", "os")
+	t.Setenv("F", "os")
+	p := mustLoad(t, dir, LoadOptions{Environment: map[string]string{"A": "override"}, PassEnv: []string{"A", "B"}})
 	s := p.Services["default"]
-	for k, want := range map[string]string{"A": "override", "B": "os", "C": "dotenv", "D": "fallback", "E": "${LITERAL}"} {
+	for k, want := range map[string]string{"A": "override", "B": "os", "C": "dotenv", "D": "fallback", "E": "${LITERAL}", "F": "unset"} {
 		if got := env(s, k); got != want {
 			t.Errorf("environment %s = %q, want %q", k, got, want)
 		}
+	}
+	if _, err := loadDir(t, dir, LoadOptions{PassEnv: []string{"NOT A NAME"}}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("PassEnv of a bad name: %v", err)
 	}
 }
 
@@ -80,15 +87,29 @@ func TestLoadDisableEnvFile(t *testing.T) {
 	}
 }
 
-func TestLoadUnsetVariableIsLogged(t *testing.T) {
+// An unset variable without a default is an error naming it, where it is used, and the flags
+// that set it; all of them at once. A bare name in environment: passes only a value that is set.
+func TestLoadUnsetVariable(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{
-		"compose.yaml": "services:\n  default:\n    image: busybox\n    environment:\n      X: ${CBX_TEST_SURELY_UNSET}\n",
+		"compose.yaml": "services:\n  default:\n    image: ${CBX_IMAGE}\n    environment:\n      X: ${CBX_TEST_SURELY_UNSET}\n      Y: $CBX_OTHER\n      HOME:\n",
 	})
-	var buf bytes.Buffer
-	mustLoad(t, dir, LoadOptions{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
-	if !strings.Contains(buf.String(), "CBX_TEST_SURELY_UNSET") {
-		t.Errorf("log = %q, want a warning naming the unset variable", buf.String())
+	t.Setenv("CBX_TEST_SURELY_UNSET", "from the process")
+	t.Setenv("HOME", "/home/runner")
+	_, err := loadDir(t, dir, LoadOptions{})
+	vs := problemsOf(t, err)
+	var names []string
+	for _, v := range vs {
+		names = append(names, v.Field)
+	}
+	// The blank image makes compose-go fail too: both are reported.
+	if got := strings.Join(names, " "); !strings.HasPrefix(got, "${CBX_IMAGE} ${CBX_OTHER} ${CBX_TEST_SURELY_UNSET}") {
+		t.Fatalf("problems at %s: %v", got, err)
+	}
+	checkInvalid(t, err, "line 3", "line 5", "--pass-env CBX_TEST_SURELY_UNSET", "-e CBX_OTHER=VALUE")
+	p := mustLoad(t, dir, LoadOptions{Environment: map[string]string{"CBX_IMAGE": "busybox", "CBX_OTHER": "o", "CBX_TEST_SURELY_UNSET": "x"}})
+	if got := env(p.Services["default"], "HOME"); got != "<unset>" {
+		t.Errorf("HOME = %q: a bare name took the process environment", got)
 	}
 }
 
@@ -220,9 +241,8 @@ func TestMetadataVar(t *testing.T) {
 func TestLoadBaseImageEnv(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"compose.yaml": "services:\n  default:\n    image: ${COMPOSEBOX_BASE_IMAGE}\n"})
-	t.Setenv(BaseImageEnv, "placeholder") // restored after the test
-	os.Unsetenv(BaseImageEnv)
-	want, err := images.BaseRef(images.DefaultBusybox)
+	t.Setenv(BaseImageEnv, "from-the-process:1") // never read
+	want, err := imagespec.BaseRef(imagespec.DefaultBusybox)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,6 +252,28 @@ func TestLoadBaseImageEnv(t *testing.T) {
 	got := mustLoad(t, dir, LoadOptions{Environment: map[string]string{BaseImageEnv: "mine:1"}}).Services["default"].Image
 	if got != "mine:1" {
 		t.Errorf("image = %q, want the environment's mine:1", got)
+	}
+}
+
+// Per-sample variables are set only when referenced, and the project says which it references,
+// so that a task loads again for each sample only when it must.
+func TestLoadSampleVariables(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"compose.yaml": "services:\n  default:\n    image: busybox\n    environment: {P: \"${COMPOSE_PROJECT_NAME}\", T: \"${T_BENCH_X}\", L: \"${SAMPLE_METADATA_LEVEL}\"}\n"})
+	p := mustLoad(t, dir, LoadOptions{Name: "cbx-t-1", SampleEnv: map[string]string{"T_BENCH_X": "x1", "T_BENCH_Y": "y1"}})
+	s := p.Services["default"]
+	if env(s, "P") != "cbx-t-1" || env(s, "T") != "x1" || env(s, "L") != "" {
+		t.Errorf("environment %v", s.Environment)
+	}
+	if got := strings.Join(SampleVariables(p), ","); got != "COMPOSE_PROJECT_NAME,SAMPLE_METADATA_LEVEL,T_BENCH_X" {
+		t.Errorf("SampleVariables = %q", got)
+	}
+	if _, ok := p.Environment["T_BENCH_Y"]; ok {
+		t.Error("an unreferenced per-sample variable was set")
+	}
+	writeFiles(t, dir, map[string]string{"compose.yaml": "services:\n  default:\n    image: busybox\n"})
+	if got := SampleVariables(mustLoad(t, dir, LoadOptions{SampleEnv: map[string]string{"T_BENCH_X": "x"}})); got != nil {
+		t.Errorf("SampleVariables = %v for a file that references none", got)
 	}
 }
 
@@ -346,7 +388,7 @@ func TestLoadProjectName(t *testing.T) {
 	}
 }
 
-// TestLoadBad covers every malformed input of issue #3. Each error is ErrInvalidConfig and names
+// TestLoadBad covers malformed inputs of every kind. Each error is ErrInvalidConfig and names
 // the file, and the line where there is one.
 func TestLoadBad(t *testing.T) {
 	bad := filepath.Join("..", "testdata", "projects", "bad")
@@ -361,7 +403,7 @@ func TestLoadBad(t *testing.T) {
 		{"missing-build-context.yaml", []string{abs("missing-build-context.yaml") + ": line 4:", "build context", "does-not-exist does not exist"}},
 		{"missing-dockerfile.yaml", []string{abs("missing-dockerfile.yaml") + ": line 4:", "Missing.Dockerfile does not exist"}},
 		{"two-x-default.yaml", []string{abs("two-x-default.yaml") + ": choose default service: services a, b are all marked x-default: true; mark only one"}},
-		{"no-default.yaml", []string{`2 services (a, b) and none is the default: name one "default" or mark one x-default: true`}},
+		{"no-default.yaml", []string{`2 services (a, b) and none is the default: choose one for the task, add an agent service beside them, name one "default" or mark one x-default: true`}},
 		{"empty.yaml", []string{abs("empty.yaml") + ": empty compose file"}},
 		{"anchors-bomb.yaml", []string{abs("anchors-bomb.yaml") + ": more than 50000 YAML nodes once anchors are expanded"}},
 	}

@@ -1,47 +1,52 @@
 package compose
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
-	"github.com/docker/docker/api/types/versions"
 
-	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/errdefs"
 )
 
-// Labels the compose CLI stamps on each service and the compose library does not (ENGINE-NOTES,
-// "Embedding compose v2" item 1). They are written out rather than imported from
-// github.com/docker/compose/v2/pkg/api so that this package stays free of the compose library.
-const (
-	ComposeProjectLabel     = "com.docker.compose.project"
-	ComposeServiceLabel     = "com.docker.compose.service"
-	ComposeVersionLabel     = "com.docker.compose.version"
-	ComposeOneoffLabel      = "com.docker.compose.oneoff"
-	ComposeWorkingDirLabel  = "com.docker.compose.project.working_dir"
-	ComposeConfigFilesLabel = "com.docker.compose.project.config_files"
-)
-
-// ComposeVersion is the version label value: the embedded library's release. The library's own
-// api.ComposeVersion is empty unless its binary is built with ldflags.
-const ComposeVersion = "2.40.3"
-
 // minStartIntervalAPI is the first Engine API that accepts healthcheck.start_interval.
 const minStartIntervalAPI = "1.44"
+
+// apiBefore reports whether Engine API version v (major.minor) is older than min. Parts that
+// are missing or not numbers count as 0, as the engine's own comparison does.
+func apiBefore(v, min string) bool {
+	a, b := strings.Split(v, "."), strings.Split(min, ".")
+	for i := range max(len(a), len(b)) {
+		if c := cmp.Compare(versionPart(a, i), versionPart(b, i)); c != 0 {
+			return c < 0
+		}
+	}
+	return false
+}
+
+func versionPart(parts []string, i int) int {
+	if i >= len(parts) {
+		return 0
+	}
+	n, _ := strconv.Atoi(parts[i])
+	return n
+}
 
 // NormalizeOptions describe one sample's project.
 type NormalizeOptions struct {
 	// Name is the project name, from ProjectName. Empty keeps the loaded name.
 	Name string
 	// Task, Sample and Owner go into the dev.composebox.* labels. Owner defaults to this
-	// process (cleanup.SelfOwner()).
+	// process (labels.SelfOwner()).
 	Task, Sample, Owner string
 	// Created goes into dev.composebox.created; zero means now.
 	Created time.Time
@@ -53,6 +58,8 @@ type NormalizeOptions struct {
 	// Images maps a service to the image already built for it: the service runs that image and
 	// its build section is dropped, so that samples never rebuild.
 	Images map[string]string
+	// OnAdapt receives each adaptation Normalize makes (nil: none is reported).
+	OnAdapt func(Adaptation)
 }
 
 var reProjectName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
@@ -61,28 +68,17 @@ var reProjectName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 // labels on every service, network and named volume, `init: true` and a short stop grace where
 // the service sets neither, start_interval stripped on old engines, and prebuilt images in place
 // of builds. Network, volume, secret and config names derived from the loaded project name are
-// derived again from the new one. proj is not modified. container_name, and a fixed `name:` on
-// one of the project's own networks or volumes, are rejected (ErrInvalidConfig): parallel
-// samples would collide on them, or share them.
+// derived again from the new one. proj is not modified.
+//
+// What would make parallel samples collide or share is adapted, each change reported to
+// opts.OnAdapt: container_name is dropped and becomes a network alias; a fixed published host
+// port becomes an ephemeral one on the same host_ip (127.0.0.1 when none is given); an external
+// network becomes the sample's own, under the same key and with the same aliases; a fixed name:
+// of a network or volume is prefixed with the project name. A project that referenced
+// ${COMPOSE_PROJECT_NAME} (SampleVariables) is reported too.
 func Normalize(proj *types.Project, opts NormalizeOptions) (*types.Project, error) {
 	if proj == nil {
 		return nil, errdefs.New(ErrInvalidConfig, "normalize: no project given")
-	}
-	var named []string
-	for _, name := range proj.ServiceNames() {
-		if cn := proj.Services[name].ContainerName; cn != "" {
-			named = append(named, fmt.Sprintf("%s (%q)", name, cn))
-		}
-	}
-	if len(named) > 0 {
-		return nil, errdefs.New(ErrInvalidConfig, fmt.Sprintf(
-			"normalize: container_name is not allowed, it would make parallel samples collide: service %s",
-			strings.Join(named, ", service ")))
-	}
-	if fixed := fixedNames(proj); len(fixed) > 0 {
-		return nil, errdefs.New(ErrInvalidConfig, fmt.Sprintf(
-			"normalize: a fixed name is not allowed, it would make parallel samples share or collide: %s",
-			strings.Join(fixed, ", ")))
 	}
 	for svc := range opts.Images {
 		if _, ok := proj.Services[svc]; !ok {
@@ -99,9 +95,18 @@ func Normalize(proj *types.Project, opts NormalizeOptions) (*types.Project, erro
 		p.Name = opts.Name
 		renameResources(p, proj.Name)
 	}
+	report := opts.OnAdapt
+	if report == nil {
+		report = func(Adaptation) {}
+	}
+	if slices.Contains(SampleVariables(p), ProjectNameEnv) {
+		report(Adaptation{Kind: AdaptProjectName, From: "${" + ProjectNameEnv + "}", To: p.Name,
+			Message: fmt.Sprintf("${%s} is the sample's project name %q", ProjectNameEnv, p.Name)})
+	}
+	adapt(p, report)
 	owner := opts.Owner
 	if owner == "" {
-		owner = cleanup.SelfOwner()
+		owner = labels.SelfOwner()
 	}
 	created := opts.Created
 	if created.IsZero() {
@@ -111,13 +116,13 @@ func Normalize(proj *types.Project, opts NormalizeOptions) (*types.Project, erro
 	if grace <= 0 {
 		grace = types.Duration(time.Second)
 	}
-	stripStartInterval := opts.APIVersion != "" && versions.LessThan(opts.APIVersion, minStartIntervalAPI)
+	stripStartInterval := opts.APIVersion != "" && apiBefore(opts.APIVersion, minStartIntervalAPI)
 	ours := map[string]string{
-		cleanup.LabelManaged: "true",
-		cleanup.LabelTask:    opts.Task,
-		cleanup.LabelSample:  opts.Sample,
-		cleanup.LabelOwner:   owner,
-		cleanup.LabelCreated: created.UTC().Format(time.RFC3339),
+		labels.LabelManaged: "true",
+		labels.LabelTask:    opts.Task,
+		labels.LabelSample:  opts.Sample,
+		labels.LabelOwner:   owner,
+		labels.LabelCreated: created.UTC().Format(time.RFC3339),
 	}
 	configFiles := strings.Join(p.ComposeFiles, ",")
 
@@ -139,12 +144,12 @@ func Normalize(proj *types.Project, opts NormalizeOptions) (*types.Project, erro
 		}
 		s.Labels = withLabels(s.Labels, ours)
 		s.CustomLabels = withLabels(s.CustomLabels, map[string]string{
-			ComposeProjectLabel:     p.Name,
-			ComposeServiceLabel:     name,
-			ComposeVersionLabel:     ComposeVersion,
-			ComposeOneoffLabel:      "False",
-			ComposeWorkingDirLabel:  p.WorkingDir,
-			ComposeConfigFilesLabel: configFiles,
+			labels.ComposeProjectLabel:     p.Name,
+			labels.ComposeServiceLabel:     name,
+			labels.ComposeVersionLabel:     labels.ComposeVersion,
+			labels.ComposeOneoffLabel:      "False",
+			labels.ComposeWorkingDirLabel:  p.WorkingDir,
+			labels.ComposeConfigFilesLabel: configFiles,
 		})
 		p.Services[name] = s
 	}
@@ -161,23 +166,6 @@ func Normalize(proj *types.Project, opts NormalizeOptions) (*types.Project, erro
 		}
 	}
 	return p, nil
-}
-
-// fixedNames lists the project's own networks and volumes whose engine name the file fixes
-// (name: x) rather than leaving compose-go to derive it from the project name.
-func fixedNames(p *types.Project) []string {
-	var out []string
-	for _, key := range slices.Sorted(maps.Keys(p.Networks)) {
-		if n := p.Networks[key]; !bool(n.External) && n.Name != "" && n.Name != p.Name+"_"+key {
-			out = append(out, fmt.Sprintf("network %s (name %q)", key, n.Name))
-		}
-	}
-	for _, key := range slices.Sorted(maps.Keys(p.Volumes)) {
-		if v := p.Volumes[key]; !bool(v.External) && v.Name != "" && v.Name != p.Name+"_"+key {
-			out = append(out, fmt.Sprintf("volume %s (name %q)", key, v.Name))
-		}
-	}
-	return out
 }
 
 // renameResources re-derives the engine names compose-go put on networks, volumes, secrets and
@@ -227,8 +215,8 @@ func withLabels(l types.Labels, add map[string]string) types.Labels {
 // [a-z0-9][a-z0-9_-]*, with the task part cut to 20 characters. An empty task gives
 // cbx-<shortid>.
 func ProjectName(task, shortID string) string {
-	t := sanitizeName(task, 20)
-	id := sanitizeName(shortID, 32)
+	t := SanitizeName(task, 20)
+	id := SanitizeName(shortID, 32)
 	parts := []string{"cbx"}
 	for _, s := range []string{t, id} {
 		if s != "" {
@@ -238,9 +226,9 @@ func ProjectName(task, shortID string) string {
 	return strings.Join(parts, "-")
 }
 
-// sanitizeName lowercases s, turns anything outside [a-z0-9_-] into '-', collapses runs of '-',
+// SanitizeName lowercases s, turns anything outside [a-z0-9_-] into '-', collapses runs of '-',
 // and cuts it to max characters without a leading or trailing '-' or '_'.
-func sanitizeName(s string, max int) string {
+func SanitizeName(s string, max int) string {
 	var b strings.Builder
 	for _, r := range strings.ToLower(s) {
 		switch {

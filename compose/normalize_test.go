@@ -3,20 +3,21 @@ package compose
 import (
 	"errors"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
 
-	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
 )
 
 const normalizeYAML = `services:
   default:
     image: busybox
     labels:
-      dev.composebox.task: spoofed
+      ` + labels.LabelTask + `: spoofed
       mine: kept
     depends_on:
       web:
@@ -44,7 +45,7 @@ func loadNormalizeProject(t *testing.T) *types.Project {
 	t.Helper()
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"web/Dockerfile": "FROM scratch\n", "compose.yaml": normalizeYAML})
-	return mustLoad(t, dir, LoadOptions{})
+	return mustLoad(t, dir, LoadOptions{Policy: &Policy{AllowOtherContainers: true}}) // the external volume
 }
 
 func TestNormalize(t *testing.T) {
@@ -65,8 +66,8 @@ func TestNormalize(t *testing.T) {
 		t.Errorf("name = %q", p.Name)
 	}
 	ours := map[string]string{
-		cleanup.LabelManaged: "true", cleanup.LabelTask: "task", cleanup.LabelSample: "abcd1234",
-		cleanup.LabelOwner: "host:1:2", cleanup.LabelCreated: "2026-11-21T09:00:00Z",
+		labels.LabelManaged: "true", labels.LabelTask: "task", labels.LabelSample: "abcd1234",
+		labels.LabelOwner: "host:1:2", labels.LabelCreated: "2026-11-21T09:00:00Z",
 	}
 	for name, s := range p.Services {
 		for k, v := range ours {
@@ -75,9 +76,9 @@ func TestNormalize(t *testing.T) {
 			}
 		}
 		for k, v := range map[string]string{
-			ComposeProjectLabel: "cbx-task-abcd1234", ComposeServiceLabel: name, ComposeOneoffLabel: "False",
-			ComposeVersionLabel: ComposeVersion, ComposeWorkingDirLabel: in.WorkingDir,
-			ComposeConfigFilesLabel: strings.Join(in.ComposeFiles, ","),
+			labels.ComposeProjectLabel: "cbx-task-abcd1234", labels.ComposeServiceLabel: name, labels.ComposeOneoffLabel: "False",
+			labels.ComposeVersionLabel: labels.ComposeVersion, labels.ComposeWorkingDirLabel: in.WorkingDir,
+			labels.ComposeConfigFilesLabel: strings.Join(in.ComposeFiles, ","),
 		} {
 			if s.CustomLabels[k] != v {
 				t.Errorf("service %s compose label %s = %q, want %q", name, k, s.CustomLabels[k], v)
@@ -88,17 +89,18 @@ func TestNormalize(t *testing.T) {
 		t.Error("a user label was lost")
 	}
 	for name, n := range p.Networks {
-		if got := n.Labels[cleanup.LabelManaged]; (got == "true") == bool(n.External) {
+		if got := n.Labels[labels.LabelManaged]; (got == "true") == bool(n.External) {
 			t.Errorf("network %s (external %v) managed label = %q", name, n.External, got)
 		}
 	}
 	for name, v := range p.Volumes {
-		if got := v.Labels[cleanup.LabelSample]; (got == "abcd1234") == bool(v.External) {
+		if got := v.Labels[labels.LabelSample]; (got == "abcd1234") == bool(v.External) {
 			t.Errorf("volume %s (external %v) sample label = %q", name, v.External, got)
 		}
 	}
 
-	for key, want := range map[string]string{"default": "cbx-task-abcd1234_default", "front": "cbx-task-abcd1234_front", "outside": "outside"} {
+	// The external network becomes the sample's own; the external volume stays as it is.
+	for key, want := range map[string]string{"default": "cbx-task-abcd1234_default", "front": "cbx-task-abcd1234_front", "outside": "cbx-task-abcd1234_outside"} {
 		if got := p.Networks[key].Name; got != want {
 			t.Errorf("network %s name = %q, want %q", key, got, want)
 		}
@@ -134,10 +136,10 @@ func TestNormalizeOptions(t *testing.T) {
 		if p.Name != in.Name {
 			t.Errorf("name = %q, want the loaded %q", p.Name, in.Name)
 		}
-		if got := p.Services["default"].Labels[cleanup.LabelOwner]; got != cleanup.SelfOwner() {
+		if got := p.Services["default"].Labels[labels.LabelOwner]; got != labels.SelfOwner() {
 			t.Errorf("owner = %q, want this process", got)
 		}
-		if _, err := time.Parse(time.RFC3339, p.Services["default"].Labels[cleanup.LabelCreated]); err != nil {
+		if _, err := time.Parse(time.RFC3339, p.Services["default"].Labels[labels.LabelCreated]); err != nil {
 			t.Errorf("created label: %v", err)
 		}
 		if time.Duration(*p.Services["default"].StopGracePeriod) != 3*time.Second {
@@ -162,22 +164,34 @@ func TestNormalizeOptions(t *testing.T) {
 	}
 }
 
-func TestNormalizeRejectsContainerName(t *testing.T) {
-	p := mustLoad(t, "../testdata/projects/bad/container-name.yaml", LoadOptions{})
-	_, err := Normalize(p, NormalizeOptions{Name: "cbx-x-1"})
-	checkInvalid(t, err, "container_name is not allowed", `service default ("fixed-name")`)
-}
-
-func TestNormalizeRejectsFixedNames(t *testing.T) {
+// TestNormalizeAdapts: what would collide between parallel samples, or join them, is changed
+// per sample and reported, never refused.
+func TestNormalizeAdapts(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"compose.yaml": `services:
   default:
     image: busybox
-    networks: [n]
+    container_name: victim
+    ports: ["1337:1337", "127.0.0.1:8080:80/udp", "10.0.0.5:9000:9000", "127.0.0.1::5900", "3000"]
+    networks:
+      shared:
+        aliases: [victim.local]
+      n: {}
     volumes: [v:/v, ext:/e]
+  sidecar:
+    image: busybox
+    container_name: side
+    network_mode: "service:default"
+  offline:
+    image: busybox
+    container_name: lonely
+    network_mode: none
 networks:
   n:
     name: shared-net
+  shared:
+    external: true
+    name: ctfnet
 volumes:
   v:
     name: shared-vol
@@ -185,8 +199,85 @@ volumes:
     external: true
     name: outside
 `})
-	_, err := Normalize(mustLoad(t, dir, LoadOptions{}), NormalizeOptions{Name: "cbx-x-1"})
-	checkInvalid(t, err, `network n (name "shared-net"), volume v (name "shared-vol")`)
+	in := mustLoad(t, dir, LoadOptions{Policy: &Policy{AllowOtherContainers: true}})
+	var got []Adaptation
+	p, err := Normalize(in, NormalizeOptions{Name: "cbx-x-1", OnAdapt: func(a Adaptation) { got = append(got, a) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range p.Services {
+		if s.ContainerName != "" {
+			t.Errorf("service %s keeps container_name %q", name, s.ContainerName)
+		}
+	}
+	// victim and side (sharing default's network stack) are aliases on both of default's networks.
+	for _, key := range []string{"shared", "n"} {
+		aliases := p.Services["default"].Networks[key].Aliases
+		for _, want := range []string{"victim", "side"} {
+			if !slices.Contains(aliases, want) {
+				t.Errorf("network %s aliases = %v, want %s among them", key, aliases, want)
+			}
+		}
+	}
+	if a := p.Services["default"].Networks["shared"].Aliases; !slices.Contains(a, "victim.local") {
+		t.Errorf("shared aliases = %v lost victim.local", a)
+	}
+	if in.Services["default"].Networks["n"] != nil && len(in.Services["default"].Networks["n"].Aliases) > 0 {
+		t.Error("Normalize changed its input's aliases")
+	}
+	wantPorts := []types.ServicePortConfig{
+		{HostIP: "127.0.0.1", Target: 1337, Protocol: "tcp", Mode: "ingress"},
+		{HostIP: "127.0.0.1", Target: 80, Protocol: "udp", Mode: "ingress"},
+		{HostIP: "10.0.0.5", Target: 9000, Protocol: "tcp", Mode: "ingress"},
+		{HostIP: "127.0.0.1", Target: 5900, Protocol: "tcp", Mode: "ingress"},
+		{Target: 3000, Protocol: "tcp", Mode: "ingress"},
+	}
+	if ports := p.Services["default"].Ports; !slices.EqualFunc(ports, wantPorts, func(a, b types.ServicePortConfig) bool {
+		return a.HostIP == b.HostIP && a.Target == b.Target && a.Published == b.Published && a.Protocol == b.Protocol
+	}) {
+		t.Errorf("ports = %+v, want %+v", ports, wantPorts)
+	}
+	if n := p.Networks["shared"]; bool(n.External) || n.Name != "cbx-x-1_shared" || n.Labels[labels.LabelManaged] != "true" {
+		t.Errorf("network shared = %+v, want the sample's own, labelled", n)
+	}
+	if n := p.Networks["n"].Name; n != "cbx-x-1_shared-net" {
+		t.Errorf("network n name = %q", n)
+	}
+	if v := p.Volumes["v"].Name; v != "cbx-x-1_shared-vol" {
+		t.Errorf("volume v name = %q", v)
+	}
+	if v := p.Volumes["ext"]; !bool(v.External) || v.Name != "outside" {
+		t.Errorf("external volume = %+v, want it left alone", v)
+	}
+	var msgs []string
+	for _, a := range got {
+		msgs = append(msgs, a.Message)
+	}
+	all := strings.Join(msgs, "\n")
+	for _, want := range []string{
+		`external network shared ("ctfnet") replaced by the sample's own network "cbx-x-1_shared"`,
+		`network n: fixed name "shared-net" prefixed with the project name: "cbx-x-1_shared-net"`,
+		`volume v: fixed name "shared-vol" prefixed`,
+		`service "default": container_name "victim" dropped; it is a network alias on networks n, shared instead`,
+		`service "sidecar": container_name "side" dropped; it is a network alias on service "default"'s networks (n, shared)`,
+		`service "offline": container_name "lonely" dropped; with network_mode none there is no network`,
+		`service "default": host port 1337 of container port 1337/tcp published on an ephemeral port of 127.0.0.1`,
+		`service "default": host port 127.0.0.1:8080 of container port 80/udp`,
+		`service "default": host port 10.0.0.5:9000 of container port 9000/tcp published on an ephemeral port of 10.0.0.5`,
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("adaptations lack %q; got:\n%s", want, all)
+		}
+	}
+	if len(got) != 9 {
+		t.Errorf("%d adaptations, want 9:\n%s", len(got), all)
+	}
+
+	// A second Normalize of the adapted project changes nothing more.
+	var again []Adaptation
+	if _, err := Normalize(p, NormalizeOptions{Name: "cbx-x-1", OnAdapt: func(a Adaptation) { again = append(again, a) }}); err != nil || len(again) != 0 {
+		t.Errorf("normalizing again: %v, %v", again, err)
+	}
 }
 
 func TestProjectName(t *testing.T) {
@@ -222,5 +313,24 @@ func TestNewSampleID(t *testing.T) {
 			t.Fatalf("NewSampleID repeated %q", id)
 		}
 		seen[id] = true
+	}
+}
+
+func TestAPIBefore(t *testing.T) {
+	for _, tc := range []struct {
+		v, min string
+		want   bool
+	}{
+		{"1.41", "1.44", true},
+		{"1.44", "1.44", false},
+		{"1.45", "1.44", false},
+		{"1.100", "1.44", false}, // numeric, not lexical
+		{"2.0", "1.44", false},
+		{"1", "1.44", true},
+		{"1.44.0", "1.44", false},
+	} {
+		if got := apiBefore(tc.v, tc.min); got != tc.want {
+			t.Errorf("apiBefore(%q, %q) = %t, want %t", tc.v, tc.min, got, tc.want)
+		}
 	}
 }

@@ -4,67 +4,184 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/composebox/composebox/internal/errdefs"
 )
 
-// Policy is the security policy a project must pass (CONTRACT section 2). The zero value of every
-// Allow switch forbids; DefaultPolicy is the zero value plus the default docker socket paths.
-// The limit fields are optional defaults that ApplyDefaults puts on services setting none.
+// Policy is the security policy every project must pass. It is an allowlist over every field of
+// the compose file format (policyTable): a field is allowed, checked by a named rule, or denied,
+// and a field the table does not know is denied. The Allow switches are the opt-ins: each lets
+// one kind of denied field through, and each has a short name for `--allow KIND` (AllowKinds).
+// The zero value of every switch denies. DefaultPolicy is the zero value plus the docker socket
+// paths. The limit fields are optional defaults that ApplyDefaults puts on services setting none.
+//
+// The YAML and JSON names are those of a `--policy FILE`.
 type Policy struct {
-	// AllowPrivileged permits privileged: true, build.privileged and the build entitlement
-	// security.insecure.
-	AllowPrivileged bool
-	// AllowHostNetwork permits network_mode: host, and build.network: host or the build
-	// entitlement network.host.
-	AllowHostNetwork bool
-	// AllowHostNamespaces permits pid, ipc, uts, userns_mode or cgroup: host.
-	AllowHostNamespaces bool
-	// AllowCapabilities lists dangerous capabilities permitted in cap_add anyway (with or
-	// without CAP_, any case); "ALL" permits every capability. The dangerous ones are ALL,
-	// SYS_ADMIN, NET_ADMIN, SYS_MODULE, SYS_RAWIO, DAC_READ_SEARCH and BPF.
-	AllowCapabilities []string
-	// AllowDevices permits devices and device_cgroup_rules.
-	AllowDevices bool
-	// AllowDockerSocket permits a bind mount of the docker socket (or of a directory holding
-	// it) and use_api_socket.
-	AllowDockerSocket bool
-	// AllowUnconfined permits security_opt values that turn confinement off: seccomp,
-	// apparmor or systempaths=unconfined, and label=disable.
-	AllowUnconfined bool
-	// AllowAnyMount permits bind mounts from anywhere on the host.
-	AllowAnyMount bool
-	// AllowedMountRoots are the host directories bind mounts (and file-based secrets and
-	// configs) may come from. Empty means the project directory (the task directory).
-	AllowedMountRoots []string
+	// AllowPrivileged (privileged) permits privileged: true, build.privileged, the build
+	// entitlement security.insecure and privileged lifecycle hooks.
+	AllowPrivileged bool `json:"allow_privileged,omitempty" yaml:"allow_privileged,omitempty"`
+	// AllowHostNetwork (host-network) permits network_mode: host, a network on the host driver
+	// or the external network "host", and build.network: host or the entitlement network.host.
+	AllowHostNetwork bool `json:"allow_host_network,omitempty" yaml:"allow_host_network,omitempty"`
+	// AllowHostNamespaces (host-namespaces) permits pid, ipc, uts, userns_mode or cgroup: host,
+	// and bind mounts whose propagation is shared with the host.
+	AllowHostNamespaces bool `json:"allow_host_namespaces,omitempty" yaml:"allow_host_namespaces,omitempty"`
+	// AllowOtherContainers (other-containers) permits reaching containers outside the sample:
+	// container:NAME namespaces, volumes_from a container, external_links, network_mode naming
+	// a network, and external volumes.
+	AllowOtherContainers bool `json:"allow_other_containers,omitempty" yaml:"allow_other_containers,omitempty"`
+	// AllowDevices (devices) permits devices, device_cgroup_rules, gpus and device reservations.
+	AllowDevices bool `json:"allow_devices,omitempty" yaml:"allow_devices,omitempty"`
+	// AllowDockerSocket (docker-socket) permits a bind mount of the docker socket (or of a
+	// directory holding it) and use_api_socket.
+	AllowDockerSocket bool `json:"allow_docker_socket,omitempty" yaml:"allow_docker_socket,omitempty"`
+	// AllowUnconfined (unconfined) permits security_opt values beyond no-new-privileges and the
+	// default seccomp and AppArmor profiles: custom profiles, label options, unconfined.
+	AllowUnconfined bool `json:"allow_unconfined,omitempty" yaml:"allow_unconfined,omitempty"`
+	// AllowRuntime (runtime) permits a runtime other than runc, a non-default isolation and
+	// OCI annotations, which runtimes may act on.
+	AllowRuntime bool `json:"allow_runtime,omitempty" yaml:"allow_runtime,omitempty"`
+	// AllowSysctls (sysctls) permits sysctls outside the namespaced net.* and IPC ones.
+	AllowSysctls bool `json:"allow_sysctls,omitempty" yaml:"allow_sysctls,omitempty"`
+	// AllowVolumeDriverOpts (volume-driver-opts) permits volume driver_opts other than a tmpfs,
+	// volume drivers other than local, and volume_driver. A local volume that binds a host
+	// directory (o: bind) still has to come from the allowed roots.
+	AllowVolumeDriverOpts bool `json:"allow_volume_driver_opts,omitempty" yaml:"allow_volume_driver_opts,omitempty"`
+	// AllowNetworkDrivers (network-drivers) permits network drivers other than bridge (macvlan,
+	// ipvlan, overlay, plugins), network and endpoint driver_opts, and IPAM drivers.
+	AllowNetworkDrivers bool `json:"allow_network_drivers,omitempty" yaml:"allow_network_drivers,omitempty"`
+	// AllowImageVolumes (image-volumes) permits volumes of type image.
+	AllowImageVolumes bool `json:"allow_image_volumes,omitempty" yaml:"allow_image_volumes,omitempty"`
+	// AllowProviders (providers) permits provider services and models, which make compose run
+	// a program on the host.
+	AllowProviders bool `json:"allow_providers,omitempty" yaml:"allow_providers,omitempty"`
+	// AllowCgroupParent (cgroup-parent) permits cgroup_parent.
+	AllowCgroupParent bool `json:"allow_cgroup_parent,omitempty" yaml:"allow_cgroup_parent,omitempty"`
+	// AllowLogging (logging) permits logging drivers other than json-file, local and none:
+	// those send the output to an address or a daemon of the host.
+	AllowLogging bool `json:"allow_logging,omitempty" yaml:"allow_logging,omitempty"`
+	// AllowHostPriority (host-priority) permits oom_kill_disable, a negative oom_score_adj and
+	// realtime CPU scheduling, which put the container ahead of the host's own processes.
+	AllowHostPriority bool `json:"allow_host_priority,omitempty" yaml:"allow_host_priority,omitempty"`
+	// AllowAnyMount (any-mount) permits host paths from anywhere: bind sources, build contexts,
+	// env files, secret files, seccomp profiles. The docker socket stays denied.
+	AllowAnyMount bool `json:"allow_any_mount,omitempty" yaml:"allow_any_mount,omitempty"`
+	// AllowCapabilities lists capabilities permitted in cap_add beyond Docker's default set
+	// (with or without CAP_, any case); "ALL" permits every capability.
+	AllowCapabilities []string `json:"allow_capabilities,omitempty" yaml:"allow_capabilities,omitempty"`
+	// AllowedMountRoots are host directories that host paths may come from, besides the task
+	// directory.
+	AllowedMountRoots []string `json:"allowed_mount_roots,omitempty" yaml:"allowed_mount_roots,omitempty"`
 	// DockerSockets are the paths of the daemon's socket. Empty means /var/run/docker.sock and
 	// /run/docker.sock.
-	DockerSockets []string
+	DockerSockets []string `json:"docker_sockets,omitempty" yaml:"docker_sockets,omitempty"`
 
-	// Memory is a default memory limit in bytes (0: none).
-	Memory int64
+	// Memory is a default memory limit in bytes (0: none). A policy file may give a size such
+	// as 512m.
+	Memory int64 `json:"memory,omitempty" yaml:"memory,omitempty"`
 	// CPUs is a default CPU limit (0: none).
-	CPUs float64
+	CPUs float64 `json:"cpus,omitempty" yaml:"cpus,omitempty"`
 	// Pids is a default pids limit (0: none).
-	Pids int64
+	Pids int64 `json:"pids,omitempty" yaml:"pids,omitempty"`
 	// EgressOff cuts the project off from outside networks: network_mode: none for a project of
 	// one service, internal networks for more, so that services still reach each other.
-	EgressOff bool
+	EgressOff bool `json:"egress_off,omitempty" yaml:"egress_off,omitempty"`
 }
 
-// dangerousCapabilities are refused in cap_add unless listed in Policy.AllowCapabilities.
-// Beyond the contract's ALL, SYS_ADMIN and NET_ADMIN: SYS_MODULE (load kernel modules),
-// SYS_RAWIO (raw device and port I/O), DAC_READ_SEARCH (open_by_handle_at, the "shocker"
-// escape) and BPF.
-var dangerousCapabilities = []string{"ALL", "SYS_ADMIN", "NET_ADMIN", "SYS_MODULE", "SYS_RAWIO", "DAC_READ_SEARCH", "BPF"}
+// allowKind is one opt-in: its name on the command line, what it lets through, and its switch.
+type allowKind struct {
+	name   string
+	allows string
+	field  func(*Policy) *bool
+}
+
+// allowKinds are the opt-ins, each a stable word for `--allow KIND`.
+var allowKinds = []allowKind{
+	{"privileged", "privileged containers, builds and lifecycle hooks", func(p *Policy) *bool { return &p.AllowPrivileged }},
+	{"host-network", "the host's network namespace", func(p *Policy) *bool { return &p.AllowHostNetwork }},
+	{"host-namespaces", "the host's pid, ipc, uts, user or cgroup namespace, and shared mount propagation", func(p *Policy) *bool { return &p.AllowHostNamespaces }},
+	{"other-containers", "namespaces, volumes, links and networks of containers outside the sample, and external volumes", func(p *Policy) *bool { return &p.AllowOtherContainers }},
+	{"devices", "host devices, device cgroup rules and GPUs", func(p *Policy) *bool { return &p.AllowDevices }},
+	{"docker-socket", "the docker socket", func(p *Policy) *bool { return &p.AllowDockerSocket }},
+	{"unconfined", "security_opt beyond no-new-privileges and the default profiles", func(p *Policy) *bool { return &p.AllowUnconfined }},
+	{"runtime", "a runtime other than runc, isolation and annotations", func(p *Policy) *bool { return &p.AllowRuntime }},
+	{"sysctls", "sysctls outside the namespaced net.* and IPC ones", func(p *Policy) *bool { return &p.AllowSysctls }},
+	{"volume-driver-opts", "volume drivers and driver_opts other than a tmpfs", func(p *Policy) *bool { return &p.AllowVolumeDriverOpts }},
+	{"network-drivers", "network drivers other than bridge, and network driver_opts", func(p *Policy) *bool { return &p.AllowNetworkDrivers }},
+	{"image-volumes", "volumes of type image", func(p *Policy) *bool { return &p.AllowImageVolumes }},
+	{"providers", "provider services and models, which run programs on the host", func(p *Policy) *bool { return &p.AllowProviders }},
+	{"cgroup-parent", "cgroup_parent", func(p *Policy) *bool { return &p.AllowCgroupParent }},
+	{"logging", "logging drivers other than json-file, local and none", func(p *Policy) *bool { return &p.AllowLogging }},
+	{"host-priority", "oom_kill_disable, a negative oom_score_adj and realtime scheduling", func(p *Policy) *bool { return &p.AllowHostPriority }},
+	{"any-mount", "host paths from anywhere (the docker socket excepted)", func(p *Policy) *bool { return &p.AllowAnyMount }},
+}
+
+// AllowKinds lists the opt-in names `--allow KIND` accepts, in a stable order.
+func AllowKinds() []string {
+	out := make([]string, len(allowKinds))
+	for i, k := range allowKinds {
+		out[i] = k.name
+	}
+	return out
+}
+
+// AllowKindHelp describes what an opt-in lets through ("" for an unknown kind).
+func AllowKindHelp(kind string) string {
+	for _, k := range allowKinds {
+		if k.name == kind {
+			return k.allows
+		}
+	}
+	return ""
+}
+
+// Allow turns on the opt-in named kind (one of AllowKinds). An unknown kind is ErrInvalidConfig
+// listing the known ones.
+func (p *Policy) Allow(kind string) error {
+	for _, k := range allowKinds {
+		if k.name == kind {
+			*k.field(p) = true
+			return nil
+		}
+	}
+	return errdefs.New(ErrInvalidConfig, fmt.Sprintf("unknown opt-in %q: want one of %s", kind, strings.Join(AllowKinds(), ", ")))
+}
+
+// Allowed lists the opt-ins p has turned on, in AllowKinds order.
+func (p Policy) Allowed() []string {
+	var out []string
+	for _, k := range allowKinds {
+		if *k.field(&p) {
+			out = append(out, k.name)
+		}
+	}
+	return out
+}
+
+func (p Policy) allows(kind string) bool {
+	for _, k := range allowKinds {
+		if k.name == kind {
+			return *k.field(&p)
+		}
+	}
+	return false
+}
+
+// defaultCapabilities is Docker's default capability set (moby's oci/caps, unchanged since
+// Engine 20.10): cap_add of one of these adds nothing a container does not already have.
+var defaultCapabilities = []string{
+	"CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "MKNOD", "NET_RAW", "SETGID", "SETUID",
+	"SETFCAP", "SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "KILL", "AUDIT_WRITE",
+}
 
 var defaultSockets = []string{"/var/run/docker.sock", "/run/docker.sock"}
 
-// DefaultPolicy forbids everything section 2 lists and sets no limits. The docker socket paths
-// include the one DOCKER_HOST names, when it is a unix socket.
+// DefaultPolicy denies every opt-in and sets no limits. The docker socket paths include the one
+// DOCKER_HOST names, when it is a unix socket.
 func DefaultPolicy() Policy {
 	p := Policy{DockerSockets: slices.Clone(defaultSockets)}
 	if u, err := url.Parse(os.Getenv("DOCKER_HOST")); err == nil && u.Scheme == "unix" && u.Path != "" {
@@ -73,357 +190,100 @@ func DefaultPolicy() Policy {
 	return p
 }
 
-// Violation is one thing a project asks for that the policy forbids.
+// Violation is one problem with a project: something the policy denies, or (Invalid) a config
+// that cannot run. Each names where it is, what the rule is, and what would allow it.
 type Violation struct {
-	Service string // empty for a project-level resource
-	Field   string // e.g. "cap_add", "volumes", "security_opt"
-	Value   string // the offending value as written
-	Why     string // what it does and which switch allows it
+	// Service is the service the field belongs to; empty for the project level (networks,
+	// volumes, secrets, configs, models, include, variables).
+	Service string
+	// Field is the field's path: within the service (cap_add, volumes[0].source,
+	// build.context) or, at the project level, from the top (volumes.data.driver_opts).
+	Field string
+	// Value is the offending value as loaded.
+	Value string
+	// Rule names the table's rule that refused it: "capabilities", "host-path", "namespaces",
+	// "unknown-field", "variables", ..., or the opt-in's kind for a field denied outright.
+	Rule string
+	// Why says what the value would do.
+	Why string
+	// OptIn is the command-line flag that allows it ("--allow privileged", "--allow-cap
+	// SYS_PTRACE"); empty when nothing does.
+	OptIn string
+	// Invalid marks a config problem (ErrInvalidConfig) rather than a policy violation.
+	Invalid bool
 }
 
 func (v Violation) String() string {
-	where := "project"
+	var b strings.Builder
 	if v.Service != "" {
-		where = fmt.Sprintf("service %q", v.Service)
+		fmt.Fprintf(&b, "service %q: ", v.Service)
 	}
-	return fmt.Sprintf("%s: %s: %s (%s)", where, v.Field, v.Value, v.Why)
+	if v.Field != "" {
+		b.WriteString(v.Field + ": ")
+	}
+	if v.Value != "" {
+		b.WriteString(v.Value + ": ")
+	}
+	b.WriteString(v.Why)
+	switch {
+	case v.Invalid && v.OptIn != "":
+		fmt.Fprintf(&b, " (set it with %s)", v.OptIn)
+	case v.OptIn != "":
+		fmt.Fprintf(&b, " (rule %s; allow with %s)", v.Rule, v.OptIn)
+	case v.Rule != "" && !v.Invalid:
+		fmt.Fprintf(&b, " (rule %s; no opt-in)", v.Rule)
+	}
+	return b.String()
 }
 
-// PolicyError lists every violation of a project, not just the first. It matches
-// ErrPolicyViolation with errors.Is; use errors.As to get the list.
+// PolicyError lists every problem of a project, not just the first: policy violations and the
+// config problems found with them. It matches ErrPolicyViolation with errors.Is when any item is
+// a violation, and ErrInvalidConfig when any is Invalid; use errors.As to get the list.
 type PolicyError struct {
+	// Op is what was being done, e.g. "check /tasks/web/compose.yaml"; empty means "check policy".
+	Op         string
 	Violations []Violation
 }
 
 func (e *PolicyError) Error() string {
-	parts := make([]string, len(e.Violations))
-	for i, v := range e.Violations {
-		parts[i] = v.String()
+	op := e.Op
+	if op == "" {
+		op = "check policy"
 	}
-	noun := "violations"
-	if len(parts) == 1 {
-		noun = "violation"
+	if len(e.Violations) == 1 {
+		return op + ": " + e.Violations[0].String()
 	}
-	return fmt.Sprintf("check policy: %d %s: %s", len(parts), noun, strings.Join(parts, "; "))
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d problems:", op, len(e.Violations))
+	for _, v := range e.Violations {
+		b.WriteString("\n  - " + v.String())
+	}
+	return b.String()
 }
 
-func (e *PolicyError) Is(target error) bool { return target == ErrPolicyViolation }
-
-// Check returns a *PolicyError (ErrPolicyViolation) listing every violation of proj, each
-// naming its service, field and value; nil when there is none. Bind mount sources and the
-// allowed roots are compared with symlinks resolved, including a source that does not exist yet
-// (its longest existing parent is resolved) and a dangling symlink.
-func (p Policy) Check(proj *types.Project) error {
-	if proj == nil {
-		return nil
-	}
-	c := checker{p: p, roots: p.roots(proj), sockets: p.sockets()}
-	for _, name := range proj.ServiceNames() {
-		c.service(proj, name, proj.Services[name])
-	}
-	if len(c.out) == 0 {
-		return nil
-	}
-	return &PolicyError{Violations: c.out}
-}
-
-func (p Policy) roots(proj *types.Project) []string {
-	roots := p.AllowedMountRoots
-	if len(roots) == 0 && proj.WorkingDir != "" {
-		roots = []string{proj.WorkingDir}
-	}
-	var out []string
-	for _, r := range roots {
-		if abs, err := filepath.Abs(r); err == nil {
-			out = append(out, resolvePath(abs))
-		}
-	}
-	return out
-}
-
-func (p Policy) sockets() []string {
-	socks := p.DockerSockets
-	if len(socks) == 0 {
-		socks = defaultSockets
-	}
-	var out []string
-	for _, s := range socks {
-		s = filepath.Clean(s)
-		out = append(out, s, resolvePath(s))
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
-type checker struct {
-	p       Policy
-	roots   []string
-	sockets []string
-	out     []Violation
-}
-
-func (c *checker) add(service, field, value, why string) {
-	c.out = append(c.out, Violation{Service: service, Field: field, Value: value, Why: why})
-}
-
-func (c *checker) service(proj *types.Project, name string, s types.ServiceConfig) {
-	p := c.p
-	if !p.AllowPrivileged {
-		if s.Privileged {
-			c.add(name, "privileged", "true", "full access to the host; allow with AllowPrivileged")
-		}
-		if s.Build != nil && s.Build.Privileged {
-			c.add(name, "build.privileged", "true", "privileged build steps; allow with AllowPrivileged")
-		}
-	}
-	if !p.AllowHostNetwork {
-		for _, f := range []struct{ field, value string }{{"network_mode", s.NetworkMode}, {"net", s.Net}} {
-			if isHost(f.value) {
-				c.add(name, f.field, f.value, "the host's network namespace; allow with AllowHostNetwork")
-			}
-		}
-		if s.Build != nil && isHost(s.Build.Network) {
-			c.add(name, "build.network", s.Build.Network, "the host's network during the build; allow with AllowHostNetwork")
-		}
-	}
-	if s.Build != nil {
-		for _, e := range s.Build.Entitlements {
-			switch strings.ToLower(strings.TrimSpace(e)) {
-			case "security.insecure":
-				if !p.AllowPrivileged {
-					c.add(name, "build.entitlements", e, "privileged build steps; allow with AllowPrivileged")
-				}
-			case "network.host":
-				if !p.AllowHostNetwork {
-					c.add(name, "build.entitlements", e, "the host's network during the build; allow with AllowHostNetwork")
-				}
-			}
-		}
-	}
-	if !p.AllowHostNamespaces {
-		for _, f := range []struct{ field, value string }{
-			{"pid", s.Pid}, {"ipc", s.Ipc}, {"uts", s.Uts}, {"userns_mode", s.UserNSMode}, {"cgroup", s.Cgroup},
-		} {
-			if isHost(f.value) {
-				c.add(name, f.field, f.value, "a host namespace; allow with AllowHostNamespaces")
-			}
-		}
-	}
-	for _, capability := range s.CapAdd {
-		norm := normalizeCap(capability)
-		if slices.Contains(dangerousCapabilities, norm) && !c.capAllowed(norm) {
-			c.add(name, "cap_add", capability, "a capability that can break out of the container; allow with AllowCapabilities")
-		}
-	}
-	if !p.AllowDevices {
-		for _, d := range s.Devices {
-			c.add(name, "devices", deviceString(d), "direct access to a host device; allow with AllowDevices")
-		}
-		for _, r := range s.DeviceCgroupRules {
-			c.add(name, "device_cgroup_rules", r, "access to host devices; allow with AllowDevices")
-		}
-	}
-	if !p.AllowUnconfined {
-		for _, opt := range s.SecurityOpt {
-			if unconfines(opt) {
-				c.add(name, "security_opt", opt, "turns confinement off; allow with AllowUnconfined")
-			}
-		}
-	}
-	if s.UseAPISocket && !p.AllowDockerSocket {
-		c.add(name, "use_api_socket", "true", "mounts the docker socket; allow with AllowDockerSocket")
-	}
-	for _, v := range s.Volumes {
-		switch v.Type {
-		case types.VolumeTypeBind:
-			c.hostPath(name, "volumes", volumeString(v), v.Source)
-		case types.VolumeTypeVolume:
-			// A local volume with o=bind is a bind mount of its device in disguise.
-			if vol, ok := proj.Volumes[v.Source]; ok && !bool(vol.External) {
-				if dev, ok := bindDevice(vol); ok {
-					c.hostPath(name, "volumes", fmt.Sprintf("%s (volume %q binds %s)", volumeString(v), v.Source, dev), dev)
-				}
-			}
-		}
-	}
-	for _, sec := range s.Secrets {
-		if def, ok := proj.Secrets[sec.Source]; ok && def.File != "" && !bool(def.External) {
-			c.hostPath(name, "secrets", fmt.Sprintf("%s (file %s)", sec.Source, def.File), def.File)
-		}
-	}
-	for _, cfg := range s.Configs {
-		if def, ok := proj.Configs[cfg.Source]; ok && def.File != "" && !bool(def.External) {
-			c.hostPath(name, "configs", fmt.Sprintf("%s (file %s)", cfg.Source, def.File), def.File)
-		}
-	}
-	if s.Build != nil {
-		for _, sec := range s.Build.Secrets {
-			if def, ok := proj.Secrets[sec.Source]; ok && def.File != "" && !bool(def.External) {
-				c.hostPath(name, "build.secrets", fmt.Sprintf("%s (file %s)", sec.Source, def.File), def.File)
-			}
-		}
-	}
-}
-
-// hostPath checks one host path a service mounts: never the docker socket, and only from the
-// allowed roots.
-func (c *checker) hostPath(service, field, value, source string) {
-	if source == "" {
-		return
-	}
-	abs := source
-	if !filepath.IsAbs(abs) {
-		// compose-go makes bind sources absolute; anything else is relative to nothing we know.
-		c.add(service, field, value, "a host path that is not absolute")
-		return
-	}
-	abs = filepath.Clean(abs)
-	resolved := resolvePath(abs)
-	if !c.p.AllowDockerSocket {
-		for _, sock := range c.sockets {
-			for _, src := range []string{abs, resolved} {
-				if within(sock, src) {
-					what := "the docker socket"
-					if src != sock {
-						what = "a directory holding the docker socket " + sock
-					}
-					c.add(service, field, value, "bind mount of "+what+"; allow with AllowDockerSocket")
-					return
-				}
-			}
-		}
-	}
-	if c.p.AllowAnyMount {
-		return
-	}
-	for _, root := range c.roots {
-		if within(resolved, root) {
-			return
-		}
-	}
-	where := resolved
-	if where != abs {
-		where = fmt.Sprintf("%s, which resolves to %s,", abs, resolved)
-	}
-	c.add(service, field, value, fmt.Sprintf("%s is outside the allowed roots %s; allow with AllowedMountRoots or AllowAnyMount",
-		where, strings.Join(c.roots, ", ")))
-}
-
-func (c *checker) capAllowed(norm string) bool {
-	for _, a := range c.p.AllowCapabilities {
-		if a := normalizeCap(a); a == "ALL" || a == norm {
+func (e *PolicyError) Is(target error) bool {
+	for _, v := range e.Violations {
+		if (target == ErrPolicyViolation && !v.Invalid) || (target == ErrInvalidConfig && v.Invalid) {
 			return true
 		}
 	}
 	return false
 }
 
-func isHost(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "host") }
-
-func normalizeCap(c string) string {
-	return strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(c)), "CAP_")
-}
-
-// unconfines reports a security_opt that switches off seccomp, AppArmor, SELinux labelling or
-// the masked /proc and /sys paths. Docker accepts both key=value and the older key:value.
-func unconfines(opt string) bool {
-	o := strings.ToLower(strings.TrimSpace(opt))
-	i := strings.IndexAny(o, "=:")
-	if i < 0 {
-		return false
+// Check returns a *PolicyError listing every violation of proj, each naming its service, field,
+// rule and opt-in; nil when there is none. Every field of the project is walked against the
+// policy table; host paths are resolved with symlinks followed, including a path that does not
+// exist (yet). Check does not change proj; Load also rewrites what it checked (see enforce).
+func (p Policy) Check(proj *types.Project) error {
+	if proj == nil {
+		return nil
 	}
-	key, val := strings.TrimSpace(o[:i]), strings.TrimSpace(o[i+1:])
-	switch key {
-	case "seccomp", "apparmor", "systempaths":
-		return val == "unconfined"
-	case "label":
-		return val == "disable"
+	c := newChecker(p, proj)
+	c.walkProject()
+	if len(c.out) == 0 {
+		return nil
 	}
-	return false
-}
-
-// bindDevice returns the host path a local volume binds (driver_opts o=bind, device=PATH).
-func bindDevice(v types.VolumeConfig) (string, bool) {
-	if v.Driver != "" && v.Driver != "local" {
-		return "", false
-	}
-	dev := v.DriverOpts["device"]
-	if dev == "" {
-		return "", false
-	}
-	for o := range strings.SplitSeq(v.DriverOpts["o"], ",") {
-		if o = strings.TrimSpace(o); o == "bind" || o == "rbind" {
-			return dev, true
-		}
-	}
-	return "", false
-}
-
-func deviceString(d types.DeviceMapping) string {
-	s := d.Source
-	if d.Target != "" {
-		s += ":" + d.Target
-	}
-	if d.Permissions != "" {
-		s += ":" + d.Permissions
-	}
-	return s
-}
-
-func volumeString(v types.ServiceVolumeConfig) string {
-	s := v.Source + ":" + v.Target
-	if v.ReadOnly {
-		s += ":ro"
-	}
-	return s
-}
-
-// within reports whether path is root or below it. Both must be clean and absolute.
-func within(path, root string) bool {
-	if root == "/" {
-		return true
-	}
-	return path == root || strings.HasPrefix(path, root+"/")
-}
-
-// resolvePath resolves every symlink in an absolute path, like filepath.EvalSymlinks, but
-// also for a path that does not exist (yet): the existing part is resolved and the rest kept
-// as written, and a dangling symlink is followed to where it points. Docker creates missing
-// bind sources, so what matters is where they would land.
-func resolvePath(p string) string {
-	const maxLinks = 255
-	links := 0
-	resolved := "/"
-	rest := strings.Split(filepath.Clean(p), "/")
-	for len(rest) > 0 {
-		part := rest[0]
-		rest = rest[1:]
-		switch part {
-		case "", ".":
-			continue
-		case "..":
-			resolved = filepath.Dir(resolved)
-			continue
-		}
-		next := filepath.Join(resolved, part)
-		fi, err := os.Lstat(next)
-		if err != nil {
-			return filepath.Join(append([]string{next}, rest...)...)
-		}
-		if fi.Mode()&os.ModeSymlink == 0 {
-			resolved = next
-			continue
-		}
-		target, err := os.Readlink(next)
-		if links++; err != nil || links > maxLinks {
-			return filepath.Join(append([]string{next}, rest...)...)
-		}
-		if filepath.IsAbs(target) {
-			resolved = "/"
-		}
-		rest = append(strings.Split(target, "/"), rest...)
-	}
-	return resolved
+	return &PolicyError{Violations: c.out}
 }
 
 // ApplyDefaults puts the policy's optional limits on every service that sets none, and cuts
@@ -482,29 +342,23 @@ func cutEgress(proj *types.Project) {
 	}
 }
 
-// Summary describes the policy in one line, for doctor: what it allows beyond the default,
-// and the default limits it applies.
+// Summary describes the policy in one line, for doctor: the opt-ins it turns on, the extra
+// capabilities and mount roots, and the default limits it applies.
 func (p Policy) Summary() string {
-	var allowed []string
-	for _, a := range []struct {
-		on   bool
-		name string
-	}{
-		{p.AllowPrivileged, "privileged"}, {p.AllowHostNetwork, "host network"},
-		{p.AllowHostNamespaces, "host namespaces"}, {p.AllowDevices, "devices"},
-		{p.AllowDockerSocket, "docker socket"}, {p.AllowUnconfined, "unconfined security_opt"},
-		{p.AllowAnyMount, "mounts from anywhere"},
-	} {
-		if a.on {
-			allowed = append(allowed, a.name)
-		}
+	var parts []string
+	if allowed := p.Allowed(); len(allowed) > 0 {
+		parts = append(parts, "allows "+strings.Join(allowed, ", "))
 	}
 	if len(p.AllowCapabilities) > 0 {
-		allowed = append(allowed, "cap_add "+strings.Join(p.AllowCapabilities, ","))
+		parts = append(parts, "extra capabilities "+strings.Join(p.AllowCapabilities, ","))
 	}
-	s := "default: privileged, host namespaces, dangerous capabilities, devices, the docker socket, unconfined security_opt and mounts outside the task directory are rejected"
-	if len(allowed) > 0 {
-		s = "relaxed: allows " + strings.Join(allowed, ", ")
+	if len(p.AllowedMountRoots) > 0 {
+		parts = append(parts, "extra mount roots "+strings.Join(p.AllowedMountRoots, ","))
+	}
+	s := "default: every opt-in denied (" + strings.Join(AllowKinds(), ", ") +
+		"), no capability beyond Docker's default set, host paths confined to the task directory"
+	if len(parts) > 0 {
+		s = "relaxed: " + strings.Join(parts, "; ")
 	}
 	var limits []string
 	if p.Memory > 0 {

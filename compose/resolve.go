@@ -12,10 +12,10 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 
 	"github.com/composebox/composebox/internal/errdefs"
-	"github.com/composebox/composebox/internal/images"
+	"github.com/composebox/composebox/internal/images/imagespec"
 )
 
-// Source says which resolution case applied (CONTRACT section 1).
+// Source says which resolution case applied (see Resolve).
 type Source string
 
 const (
@@ -53,27 +53,47 @@ type Resolution struct {
 	YAML []byte
 	// Project is the project given by FromProject (a deep copy of the caller's).
 	Project *types.Project
+
+	// Layout is the suite convention the path follows, if Resolve recognised one.
+	Layout Layout
+	// TaskName is the task's name as the layout gives it (Harbor's [task] name, the
+	// Terminal-Bench task id), else its directory's (TaskNameOf). Empty for inline projects.
+	TaskName string
+	// DefaultService is the layout's default service: Harbor's main, Terminal-Bench's client.
+	// It applies when the project has that service and nothing else chooses.
+	DefaultService string
+	// Env are the variables the layout's harness would set (Terminal-Bench's in-container
+	// paths, Harbor's build directory, limits and log paths), under the caller's own.
+	Env map[string]string
+
+	// harborMain is the service main of a Harbor task, as Harbor's base file defines it.
+	harborMain map[string]any
 }
 
 // ResolveOptions tune Resolve. The zero value is the default behaviour.
 type ResolveOptions struct {
 	// DefaultImage runs a project resolved from nothing. Empty means the base image composebox
-	// builds itself (images.BaseRef(images.DefaultBusybox)); NoDefaultImage means none.
+	// builds itself (imagespec.BaseRef(imagespec.DefaultBusybox)); NoDefaultImage means none.
 	DefaultImage string
 	// ExtraFiles are more compose files merged on top, like further -f flags. They are only
 	// valid when the path resolves to a compose file.
 	ExtraFiles []string
 }
 
-// Resolve decides how to run path (CONTRACT section 1): an explicit compose file (any name), a
-// directory holding compose.yaml, compose.yml, docker-compose.yaml or docker-compose.yml (first
-// found wins), a lone Dockerfile (Dockerfile, Dockerfile.x, x.Dockerfile, or a directory whose
-// only config is one of those), or nothing (path "", or a directory without any config) on the
-// default image. Errors are ErrInvalidConfig.
+// Resolve decides how to run path: a suite's task directory (a Harbor task:
+// task.toml and environment/; a Terminal-Bench task: task.yaml beside a compose file), an
+// explicit compose file (any name), a directory holding compose.yaml, compose.yml,
+// docker-compose.yaml or docker-compose.yml (first found wins), a lone Dockerfile (Dockerfile,
+// Dockerfile.x, x.Dockerfile, or a directory whose only config is one of those), or nothing
+// (path "", or a directory without any config) on the default image. Errors are
+// ErrInvalidConfig.
 func Resolve(path string, opts ResolveOptions) (*Resolution, error) {
 	r, err := resolve(path, opts)
 	if err != nil {
 		return nil, err
+	}
+	if r.TaskName == "" {
+		r.TaskName = TaskNameOf(r.WorkingDir)
 	}
 	if len(opts.ExtraFiles) > 0 {
 		if r.Source != SourceFile && r.Source != SourceDirectory {
@@ -111,6 +131,9 @@ func resolve(path string, opts ResolveOptions) (*Resolution, error) {
 		}
 		return nil, errdefs.Wrap(ErrInvalidConfig, err, "resolve "+abs)
 	}
+	if r, ok, err := resolveLayout(abs, fi.IsDir()); err != nil || ok {
+		return r, err
+	}
 	if !fi.IsDir() {
 		if IsDockerfileName(filepath.Base(abs)) {
 			return &Resolution{
@@ -140,12 +163,14 @@ func resolve(path string, opts ResolveOptions) (*Resolution, error) {
 		if len(found) > 1 {
 			reason += fmt.Sprintf(" (ignoring %s)", strings.Join(found[1:], ", "))
 		}
-		return &Resolution{
+		r := &Resolution{
 			Source:     SourceDirectory,
 			Reason:     reason,
 			Files:      []string{filepath.Join(abs, found[0])},
 			WorkingDir: abs,
-		}, nil
+		}
+		markInspect(r)
+		return r, nil
 	}
 
 	entries, err := os.ReadDir(abs)
@@ -182,7 +207,7 @@ func defaultResolution(dir, why string, opts ResolveOptions) (*Resolution, error
 		return nil, errdefs.New(ErrInvalidConfig, fmt.Sprintf(
 			"resolve %s: %s and no default image is configured: add a compose.yaml or a Dockerfile", dir, why))
 	case "":
-		ref, err := images.BaseRef(images.DefaultBusybox)
+		ref, err := imagespec.BaseRef(imagespec.DefaultBusybox)
 		if err != nil {
 			return nil, errdefs.Wrap(errdefs.ErrPrerequisite, err, "resolve default image")
 		}

@@ -17,12 +17,20 @@ const DefaultServiceName = "default"
 // DefaultExtension marks the default service when none is named "default": `x-default: true`.
 const DefaultExtension = "x-default"
 
-// DefaultService picks the project's default service (CONTRACT section 1): the service named
-// "default", else the one marked `x-default: true`, else the only service. Anything else is an
-// ErrInvalidConfig saying what to change.
+// DefaultService picks the project's default service: the one chosen for
+// the task (LoadOptions.DefaultService, the agent of LoadOptions.AgentImage, or the layout's),
+// else the service named "default", else the one marked `x-default: true`, else the only
+// service. Anything else is an ErrInvalidConfig saying what to change; with no default at all,
+// a *NoDefaultError.
 func DefaultService(proj *types.Project) (string, error) {
 	if proj == nil || len(proj.Services) == 0 {
 		return "", errdefs.New(ErrInvalidConfig, "choose default service: the project has no services")
+	}
+	if choice, ok := proj.Extensions[DefaultChoiceExtension].(string); ok && choice != "" {
+		if _, ok := proj.Services[choice]; ok {
+			return choice, nil
+		}
+		return "", errdefs.New(ErrInvalidConfig, fmt.Sprintf("choose default service: %q: no such service", choice))
 	}
 	if _, ok := proj.Services[DefaultServiceName]; ok {
 		return DefaultServiceName, nil
@@ -45,10 +53,22 @@ func DefaultService(proj *types.Project) (string, error) {
 	if len(proj.Services) == 1 {
 		return proj.ServiceNames()[0], nil
 	}
-	return "", errdefs.New(ErrInvalidConfig, fmt.Sprintf(
-		"choose default service: %d services (%s) and none is the default: name one %q or mark one x-default: true",
-		len(proj.Services), strings.Join(proj.ServiceNames(), ", "), DefaultServiceName))
+	return "", &NoDefaultError{Services: proj.ServiceNames()}
 }
+
+// NoDefaultError is a project of several services none of which is the default. It matches
+// ErrInvalidConfig.
+type NoDefaultError struct {
+	Services []string // sorted
+}
+
+func (e *NoDefaultError) Error() string {
+	return fmt.Sprintf("choose default service: %d services (%s) and none is the default: choose one for the task, "+
+		"add an agent service beside them, name one %q or mark one x-default: true",
+		len(e.Services), strings.Join(e.Services, ", "), DefaultServiceName)
+}
+
+func (e *NoDefaultError) Is(target error) bool { return target == ErrInvalidConfig }
 
 // isMarkedDefault accepts `x-default: true` and, for hand-written YAML that quoted it, "true".
 func isMarkedDefault(s types.ServiceConfig) bool {

@@ -24,6 +24,15 @@ func svc(name string, ext ...any) types.ServiceConfig {
 	return s
 }
 
+// chosen records a task's choice of default service on p, as Load does.
+func chosen(p *types.Project, name string) *types.Project {
+	p.Extensions = types.Extensions{DefaultChoiceExtension: name}
+	return p
+}
+
+const noDefault = `choose default service: 2 services (db, web) and none is the default: choose one for the task, ` +
+	`add an agent service beside them, name one "default" or mark one x-default: true`
+
 func TestDefaultService(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -39,9 +48,11 @@ func TestDefaultService(t *testing.T) {
 		{"two x-default", project(svc("b", true), svc("a", true), svc("c")), "", nil,
 			"choose default service: services a, b are all marked x-default: true; mark only one"},
 		{"ambiguous", project(svc("web"), svc("db")), "", nil,
-			`choose default service: 2 services (db, web) and none is the default: name one "default" or mark one x-default: true`},
+			noDefault},
 		{"x-default false only", project(svc("web", false), svc("db")), "", nil,
-			`choose default service: 2 services (db, web) and none is the default: name one "default" or mark one x-default: true`},
+			noDefault},
+		{"chosen wins over the named default", chosen(project(svc("default"), svc("db", true)), "db"), "db", []string{"db", "default"}, ""},
+		{"chosen but missing", chosen(project(svc("default")), "web"), "", nil, `choose default service: "web": no such service`},
 		{"no services", project(), "", nil, "choose default service: the project has no services"},
 		{"nil project", nil, "", nil, "choose default service: the project has no services"},
 	}
@@ -55,6 +66,10 @@ func TestDefaultService(t *testing.T) {
 				}
 				if !errors.Is(err, ErrInvalidConfig) || !errors.Is(oerr, ErrInvalidConfig) {
 					t.Errorf("errors %v / %v are not ErrInvalidConfig", err, oerr)
+				}
+				var nd *NoDefaultError
+				if errors.As(err, &nd) != (tt.wantErr == noDefault) {
+					t.Errorf("errors.As(%v, *NoDefaultError) = %v", err, !(tt.wantErr == noDefault))
 				}
 				return
 			}

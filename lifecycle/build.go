@@ -15,6 +15,7 @@ import (
 
 	"github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/internal/images"
+	"github.com/composebox/composebox/internal/images/imagespec"
 )
 
 // BuildOptions configures Build.
@@ -92,7 +93,7 @@ func (e *Engine) buildClassic(ctx context.Context, svc types.ServiceConfig, opts
 	var body io.ReadCloser
 	var rel string
 	if b.DockerfileInline != "" {
-		tarball, err := images.Spec{Dockerfile: b.DockerfileInline}.Context()
+		tarball, err := imagespec.Spec{Dockerfile: b.DockerfileInline}.Context()
 		if err != nil {
 			return err
 		}

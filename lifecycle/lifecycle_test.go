@@ -10,6 +10,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 
 	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/internal/testutil"
 )
@@ -26,9 +27,9 @@ func smokeProject(t *testing.T, name, base string, svcs map[string]types.Service
 		s.Init = &init
 		s.StopGracePeriod = &grace
 		s.CustomLabels = map[string]string{
-			"com.docker.compose.project": name, "com.docker.compose.service": n,
-			"com.docker.compose.version": "2.40.3", "com.docker.compose.oneoff": "False",
-			"com.docker.compose.project.working_dir": p.WorkingDir, "com.docker.compose.project.config_files": "",
+			labels.ComposeProjectLabel: name, labels.ComposeServiceLabel: n,
+			labels.ComposeVersionLabel: labels.ComposeVersion, labels.ComposeOneoffLabel: "False",
+			labels.ComposeWorkingDirLabel: p.WorkingDir, labels.ComposeConfigFilesLabel: "",
 		}
 		for k, v := range testutil.Labels(t) {
 			s.CustomLabels[k] = v

@@ -21,7 +21,7 @@ import (
 	"github.com/docker/docker/errdefs"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
 )
 
 // RetryPolicy says how lifecycle calls (create, start, stop, remove, inspect and list of
@@ -213,8 +213,8 @@ func (r *retryClient) ContainerCreate(ctx context.Context, config *container.Con
 // sameProject reports whether an existing object's labels name the same compose project as the
 // ones a create asked for.
 func sameProject(have, want map[string]string) bool {
-	p := want[cleanup.ProjectLabel]
-	return p != "" && have[cleanup.ProjectLabel] == p
+	p := want[labels.ComposeProjectLabel]
+	return p != "" && have[labels.ComposeProjectLabel] == p
 }
 
 func (r *retryClient) ContainerStart(ctx context.Context, id string, options container.StartOptions) error {

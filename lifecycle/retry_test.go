@@ -20,7 +20,7 @@ import (
 	"github.com/docker/docker/errdefs"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
 )
 
 // fakeDaemon answers every request with the status and body its path asks for, or cuts the
@@ -276,8 +276,8 @@ func TestRetryStopsWhenTheCallerGivesUp(t *testing.T) {
 }
 
 func TestRetryCreateConverges(t *testing.T) {
-	mine := map[string]string{cleanup.ProjectLabel: "cbx-a-1"}
-	theirs := map[string]string{cleanup.ProjectLabel: "cbx-b-2"}
+	mine := map[string]string{labels.ComposeProjectLabel: "cbx-a-1"}
+	theirs := map[string]string{labels.ComposeProjectLabel: "cbx-b-2"}
 	conflict := errdefs.Conflict(errors.New(`Conflict. The container name "/cbx-a-1-web-1" is already in use`))
 	for _, tc := range []struct {
 		name     string

@@ -12,6 +12,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
 )
 
 // UpOptions configures Up. The zero value starts every service.
@@ -125,7 +126,7 @@ func (e *Engine) startInOrder(ctx context.Context, p *types.Project, wait WaitOp
 func (e *Engine) awaitService(ctx context.Context, p *types.Project, service string, opts WaitOptions, exited bool) error {
 	start := time.Now()
 	f := cleanup.ProjectFilter(p.Name)
-	f.Add("label", serviceLabel+"="+service)
+	f.Add("label", labels.ComposeServiceLabel+"="+service)
 	list, err := e.api.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil || len(list) == 0 {
 		return fmt.Errorf("await %s: no container (%v)", service, err)

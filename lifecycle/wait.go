@@ -16,6 +16,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/lifecycle/sandboxio"
 )
@@ -116,9 +117,9 @@ func (e *NotReadyError) Is(target error) bool {
 	return target == errdefs.ErrUnavailable || (target == errdefs.ErrTimeout && e.Reason == "timeout")
 }
 
-// Budget is how long a container may take to become ready, from its healthcheck:
-// start_period + retries × (interval + timeout), with Docker's defaults for unset fields
-// (CONTRACT section 3). A container without a healthcheck gets minBudget.
+// Budget is how long a container may take to become ready, from its healthcheck: start_period +
+// retries × (interval + timeout), with Docker's defaults for unset fields, so that a service gets
+// the time its own healthcheck allows. A container without a healthcheck gets minBudget.
 func Budget(hc *container.HealthConfig) time.Duration {
 	if hc == nil || len(hc.Test) == 0 || hc.Test[0] == "NONE" {
 		return minBudget
@@ -155,7 +156,7 @@ func (e *Engine) Wait(ctx context.Context, p *types.Project, opts WaitOptions) (
 	}
 	byService := map[string]string{}
 	for _, c := range ctrs {
-		byService[c.Labels[serviceLabel]] = c.ID
+		byService[c.Labels[labels.ComposeServiceLabel]] = c.ID
 	}
 	names := slices.Sorted(func(yield func(string) bool) {
 		for name, s := range p.Services {
@@ -332,8 +333,6 @@ func (r *readiness) runProbe(ctx context.Context) bool {
 	}
 	return true
 }
-
-const serviceLabel = "com.docker.compose.service"
 
 func observe(s *ServiceState, info container.InspectResponse) {
 	st := info.State

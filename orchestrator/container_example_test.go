@@ -10,9 +10,9 @@ import (
 	"github.com/composebox/composebox/orchestrator"
 )
 
-// A one-shot command in a fresh container (seeds 001 and 002): the workspace is bind-mounted
-// at /workspace, so the command's edit is on the host when Run returns, and the container is
-// gone.
+// A one-shot command in a fresh container, as `docker run --rm` gives: the workspace is
+// bind-mounted at /workspace, so the command's edit is on the host when Run returns, and the
+// container is gone.
 func ExampleOrchestrator_Run() {
 	ctx := context.Background()
 	state, _ := os.MkdirTemp("", "cbx-state")
@@ -38,7 +38,7 @@ func ExampleOrchestrator_Run() {
 	// Output: exit 3, stdout "hello\n", on the host "hello\n"
 }
 
-// A session (seeds 000 and 002): one keep-alive container, prepared by its setup commands,
+// A session: one keep-alive container, prepared by its setup commands,
 // that any number of commands go to until Cleanup. Start gives a process to stream, poll and
 // kill.
 func ExampleOrchestrator_Spawn() {

@@ -13,13 +13,15 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 
-	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/compose"
+	"github.com/composebox/composebox/compose/containerspec"
 	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/orchestrator"
 )
 
-// Single-container specs (issue #7): every test names the seed behaviour it checks. Each spec
+// Single-container specs against the real engine, one test per behaviour that the harnesses
+// running one container rely on. Each spec
 // gets a task name of its own, so that "nothing left" can be counted by the task label.
 
 // spawn starts a session whose removal is registered before anything is asserted.
@@ -41,13 +43,13 @@ func spawnSession(t *testing.T, o *orchestrator.Orchestrator, spec orchestrator.
 
 // taskName is a task name unique to the test, for counting its resources by label.
 func containerTask(*testing.T) string {
-	return compose.ContainerTaskName(compose.ContainerSpec{Name: "c-" + compose.NewSampleID()})
+	return containerspec.TaskName(containerspec.Spec{Name: "c-" + compose.NewSampleID()})
 }
 
 // leftOf counts the containers, networks and volumes of a task.
 func taskLeftovers(t *testing.T, o *orchestrator.Orchestrator, task string) int {
 	t.Helper()
-	return testutil.Resources(t, o.Client(), cleanup.LabelTask+"="+task)
+	return testutil.Resources(t, o.Client(), labels.LabelTask+"="+task)
 }
 
 func shReq(script string) orchestrator.ExecRequest {
@@ -64,7 +66,7 @@ func mustExec(t *testing.T, s *orchestrator.Session, script string) string {
 	return res.StdoutText()
 }
 
-// seed 001: memory_limit_mb is a hard cap visible in the container's cgroup; cpus and the pids
+// Memory_limit_mb is a hard cap visible in the container's cgroup; cpus and the pids
 // limit land too. The spec is a one-service compose project carrying the compose labels.
 func TestContainerSeed001LimitsVisibleInCgroup(t *testing.T) {
 	o, _ := newOrchestrator(t)
@@ -87,7 +89,7 @@ func TestContainerSeed001LimitsVisibleInCgroup(t *testing.T) {
 	if info.HostConfig.NanoCPUs != 5e8 {
 		t.Errorf("NanoCPUs %d, want 5e8", info.HostConfig.NanoCPUs)
 	}
-	if l := info.Config.Labels; l["com.docker.compose.service"] != "default" || l[cleanup.LabelManaged] != "true" || l[cleanup.LabelTask] != spec.Name {
+	if l := info.Config.Labels; l[labels.ComposeServiceLabel] != "default" || l[labels.LabelManaged] != "true" || l[labels.LabelTask] != spec.Name {
 		t.Errorf("labels %v", l)
 	}
 	if info.HostConfig.Init == nil || !*info.HostConfig.Init {
@@ -98,9 +100,9 @@ func TestContainerSeed001LimitsVisibleInCgroup(t *testing.T) {
 	}
 }
 
-// seed 001: networking is disabled by default (--network none): only lo. Bridge mode gets an
+// Networking is disabled by default (--network none): only lo. Bridge mode gets an
 // interface on the engine's default bridge without creating a project network, and publishes
-// ports with a loopback bind address rewritten to 0.0.0.0 (seed 000).
+// ports with a loopback bind address rewritten to 0.0.0.0.
 func TestContainerSeed001NetworkNoneHasOnlyLoopback(t *testing.T) {
 	o, _ := newOrchestrator(t)
 	none := spawnSession(t, o, orchestrator.ContainerSpec{Name: containerTask(t)}, orchestrator.SpawnOptions{})
@@ -125,12 +127,12 @@ func TestContainerSeed001NetworkNoneHasOnlyLoopback(t *testing.T) {
 	if len(pb) != 1 || pb[0].HostIP != "0.0.0.0" {
 		t.Errorf("port bindings %v: want 8080/tcp on 0.0.0.0", info.HostConfig.PortBindings)
 	}
-	if n := testutil.Resources(t, o.Client(), cleanup.LabelTask+"="+name); n != 1 {
+	if n := testutil.Resources(t, o.Client(), labels.LabelTask+"="+name); n != 1 {
 		t.Errorf("bridge mode: %d resources of the task, want its one container (no project network)", n)
 	}
 }
 
-// seed 000: static assets are mounted read-only under /static/<save_path>.
+// Static assets are mounted read-only under /static/<save_path>.
 func TestContainerSeed000StaticAssetIsReadOnly(t *testing.T) {
 	o, _ := newOrchestrator(t)
 	dir := t.TempDir()
@@ -155,7 +157,7 @@ func TestContainerSeed000StaticAssetIsReadOnly(t *testing.T) {
 	}
 }
 
-// seed 000: per-spawn mounts override spec mounts at the same container path; relative host
+// Per-spawn mounts override spec mounts at the same container path; relative host
 // paths resolve against the workspace.
 func TestContainerSeed000SpawnMountOverridesSpecMount(t *testing.T) {
 	o, _ := newOrchestrator(t)
@@ -186,7 +188,7 @@ func TestContainerSeed000SpawnMountOverridesSpecMount(t *testing.T) {
 	}
 }
 
-// seed 000: a mount at or under the workdir is rejected with a clear error, before anything
+// A mount at or under the workdir is rejected with a clear error, before anything
 // starts; so is a per-spawn one.
 func TestContainerSeed000MountUnderWorkdirRejected(t *testing.T) {
 	o, _ := newOrchestrator(t)
@@ -215,7 +217,7 @@ func TestContainerSeed000MountUnderWorkdirRejected(t *testing.T) {
 	}
 }
 
-// seed 001: every blocked docker flag is rejected before anything starts, with the seed's
+// Every blocked docker flag is rejected before anything starts, with the blocklist's
 // wording, as a policy violation.
 func TestContainerSeed001BlockedFlagsRejected(t *testing.T) {
 	o, _ := newOrchestrator(t)
@@ -256,7 +258,7 @@ func TestContainerSeed001BlockedFlagsRejected(t *testing.T) {
 	}
 }
 
-// seeds 000 and 002: a session is one keep-alive container that many execs share; setup runs
+// A session is one keep-alive container that many execs share; setup runs
 // at spawn, before the first command, and its output is kept apart from the command's.
 // DisableSetup skips it (resuming from a snapshot).
 func TestContainerSeed000SetupOutputApartAndDisableSetup(t *testing.T) {
@@ -291,7 +293,7 @@ func TestContainerSeed000SetupOutputApartAndDisableSetup(t *testing.T) {
 	}
 }
 
-// seed 000: a failed setup fails the spawn with its output, and leaves nothing behind.
+// A failed setup fails the spawn with its output, and leaves nothing behind.
 func TestContainerSeed000FailedSetupFailsSpawn(t *testing.T) {
 	o, _ := newOrchestrator(t)
 	name := containerTask(t)
@@ -316,7 +318,7 @@ func TestContainerSeed000FailedSetupFailsSpawn(t *testing.T) {
 	}
 }
 
-// seeds 001 and 002: a one-shot run bind-mounts the workspace at the workdir, so the command's
+// A one-shot run bind-mounts the workspace at the workdir, so the command's
 // file edits land on the host with no copy step; the container is removed afterwards.
 func TestContainerSeed002OneShotEditLandsOnHost(t *testing.T) {
 	o, _ := newOrchestrator(t)
@@ -342,7 +344,7 @@ func TestContainerSeed002OneShotEditLandsOnHost(t *testing.T) {
 	}
 }
 
-// seed 000: in host-uid mode (HUID/HGID) the process runs as the host's uid:gid, so files it
+// In host-uid mode (HUID/HGID) the process runs as the host's uid:gid, so files it
 // creates in the workspace belong to the host user.
 func TestContainerSeed000HostUIDOwnsFiles(t *testing.T) {
 	o, _ := newOrchestrator(t)
@@ -368,7 +370,7 @@ func TestContainerSeed000HostUIDOwnsFiles(t *testing.T) {
 	}
 }
 
-// seed 000: poll() is nil while the command runs and its exit code after; kill() stops it;
+// Poll() is nil while the command runs and its exit code after; kill() stops it;
 // stream() yields its output as it arrives.
 func TestContainerSeed000PollAndKillLongCommand(t *testing.T) {
 	o, _ := newOrchestrator(t)
@@ -418,7 +420,7 @@ func TestContainerSeed000PollAndKillLongCommand(t *testing.T) {
 	}
 }
 
-// seed 001: the configured timeout is enforced, and a run under timeout leaves no container.
+// The configured timeout is enforced, and a run under timeout leaves no container.
 func TestContainerSeed001RunTimeoutLeavesNoContainer(t *testing.T) {
 	o, _ := newOrchestrator(t)
 	name := containerTask(t)
@@ -439,7 +441,7 @@ func TestContainerSeed001RunTimeoutLeavesNoContainer(t *testing.T) {
 	}
 }
 
-// seed 002: cancelling a run (its unique container is the handle) kills the command and
+// Cancelling a run (its unique container is the handle) kills the command and
 // removes the container.
 func TestContainerSeed002CancelRunLeavesNoContainer(t *testing.T) {
 	o, _ := newOrchestrator(t)
@@ -462,7 +464,7 @@ type containerWriterFunc func([]byte) (int, error)
 
 func (f containerWriterFunc) Write(b []byte) (int, error) { return f(b) }
 
-// seed 000: cleanup() is final; the runtime cannot be reused afterwards.
+// Cleanup() is final; the runtime cannot be reused afterwards.
 func TestContainerSeed000ExecAfterCleanupFails(t *testing.T) {
 	o, _ := newOrchestrator(t)
 	name := containerTask(t)
@@ -493,7 +495,7 @@ func TestContainerSeed000ExecAfterCleanupFails(t *testing.T) {
 	}
 }
 
-// seed 001: the spec's bind mounts pass the policy, but the docker socket and system
+// The spec's bind mounts pass the policy, but the docker socket and system
 // directories stay refused; host networking needs the policy's permission.
 func TestContainerSeed001PolicyStillRefusesDangerousMounts(t *testing.T) {
 	o, _ := newOrchestrator(t)
@@ -517,14 +519,14 @@ func TestContainerSeed001PolicyStillRefusesDangerousMounts(t *testing.T) {
 	}
 }
 
-// seed 000's environment image (get_base_image): a spec built from a Dockerfile is built once
+// A spec built from a Dockerfile (a harness's environment image) is built once
 // per content, as a task's build service is, and every session of it runs that image.
 func TestContainerSeed000BuildOncePerContent(t *testing.T) {
 	o, rec := newOrchestrator(t)
 	c := o.Client()
 	name := containerTask(t)
 	t.Cleanup(func() {
-		list, err := c.ImageList(context.Background(), image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", cleanup.LabelTask+"="+name))})
+		list, err := c.ImageList(context.Background(), image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labels.LabelTask+"="+name))})
 		if err != nil {
 			t.Errorf("list images: %v", err)
 		}
@@ -551,7 +553,7 @@ func TestContainerSeed000BuildOncePerContent(t *testing.T) {
 	}
 }
 
-// seed 000: each spawn is its own runtime; cleaning one up leaves the others of the same spec
+// Each spawn is its own runtime; cleaning one up leaves the others of the same spec
 // running (their task name, and so their labels, are the same).
 func TestContainerSeed000SessionsOfOneSpecAreIndependent(t *testing.T) {
 	o, _ := newOrchestrator(t)

@@ -13,6 +13,9 @@ const (
 	EventSampleFailed  EventKind = "sample_failed"  // SampleInit failed (the sample is torn down)
 	EventSampleRemoved EventKind = "sample_removed" // Sample.Cleanup finished
 	EventServiceReady  EventKind = "service_ready"  // one service of a sample became ready
+	// EventAdapted: the sample's project was changed so that it can run beside other samples
+	// (Message says how: a container_name turned into an alias, a host port made ephemeral, ...).
+	EventAdapted EventKind = "adapted"
 )
 
 // Event is one step of a task's or sample's life. Duration is the step's own duration (for
@@ -26,6 +29,8 @@ type Event struct {
 	Service  string
 	Duration time.Duration
 	Err      error
+	// Message describes the event in a sentence, where its kind alone does not (adapted).
+	Message string
 }
 
 // Observer receives events. It is called synchronously, so it must not block.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/orchestrator"
 )
@@ -86,4 +86,28 @@ func taskInit(t *testing.T, o *orchestrator.Orchestrator, spec orchestrator.Task
 	return task
 }
 
-func projectLabel(p string) string { return cleanup.ProjectLabel + "=" + p }
+// startSamples starts n samples of task at once, each removed at the end of the test (the
+// cleanups are registered before anything is asserted), and fails the test if any did not start.
+func startSamples(t *testing.T, task *orchestrator.Task, n int) []*orchestrator.Sample {
+	t.Helper()
+	samples := make([]*orchestrator.Sample, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { samples[i], errs[i] = task.SampleInit(t.Context(), orchestrator.SampleSpec{}) })
+	}
+	wg.Wait()
+	for _, s := range samples {
+		if s != nil {
+			t.Cleanup(func() { _ = s.Cleanup(context.Background()) })
+		}
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("sample %d: %v", i, err)
+		}
+	}
+	return samples
+}
+
+func projectLabel(p string) string { return labels.ComposeProjectLabel + "=" + p }

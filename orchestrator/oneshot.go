@@ -41,7 +41,7 @@ type RunResult struct {
 	Project string
 }
 
-// Run is a one-shot command in a fresh container of spec (seeds 001 and 002's `docker run
+// Run is a one-shot command in a fresh container of spec (what harnesses do with `docker run
 // --rm`): create, exec, remove. The workspace is bind-mounted, so the command's file edits
 // land on the host. The container is removed however the command ends: exit, Timeout (which
 // returns ErrTimeout), or cancellation of ctx (which kills the command first). Errors from

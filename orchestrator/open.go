@@ -9,6 +9,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/errdefs"
 )
 
@@ -24,7 +25,7 @@ func (o *Orchestrator) Open(ctx context.Context, project string) (*Sample, error
 	if len(list) == 0 {
 		return nil, errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("open %s: no running composebox sample by that name (see `composebox ls`)", project))
 	}
-	s := &Sample{o: o, project: project, id: list[0].Labels[cleanup.LabelSample]}
+	s := &Sample{o: o, project: project, id: list[0].Labels[labels.LabelSample]}
 	for _, c := range list {
 		info, err := o.client.ContainerInspect(ctx, c.ID)
 		if err != nil {
@@ -34,8 +35,8 @@ func (o *Orchestrator) Open(ctx context.Context, project string) (*Sample, error
 		if wd == "" {
 			wd = "/"
 		}
-		service := c.Labels["com.docker.compose.service"]
-		isDefault := c.Labels[LabelDefaultService] == "true"
+		service := c.Labels[labels.ComposeServiceLabel]
+		isDefault := c.Labels[labels.LabelDefaultService] == "true"
 		s.sandboxes = append(s.sandboxes, o.newSandbox(project, service, c.ID, strings.TrimPrefix(info.Name, "/"), wd, info.Config.User, isDefault))
 	}
 	slices.SortFunc(s.sandboxes, func(a, b *Sandbox) int {

@@ -18,7 +18,8 @@ import (
 
 	"github.com/docker/docker/client"
 
-	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/compose"
 	"github.com/composebox/composebox/internal/cpus"
 	"github.com/composebox/composebox/internal/engine"
@@ -150,9 +151,9 @@ func New(opts ...Option) (*Orchestrator, error) {
 		}
 	}
 	if cfg.stateDir == "" {
-		cfg.stateDir = cleanup.DefaultStateDir()
+		cfg.stateDir = tracking.DefaultStateDir()
 	}
-	o := &Orchestrator{cfg: cfg, owner: cleanup.SelfOwner()}
+	o := &Orchestrator{cfg: cfg, owner: labels.SelfOwner()}
 	o.initLimits(cfg.limits.orDefaults(cpus.Count()))
 	o.client = cfg.client
 	if o.client == nil {

@@ -4,12 +4,18 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-multierror"
+
 	"github.com/compose-spec/compose-go/v2/types"
 
+	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/compose"
 	cbxerr "github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/lifecycle"
@@ -117,6 +123,13 @@ func (t *Task) SampleInit(ctx context.Context, spec SampleSpec) (*Sample, error)
 			t.o.emit(Event{Kind: EventServiceReady, Task: t.name, Sample: id, Project: s.project, Service: st.Service, Duration: time.Since(start)})
 		},
 	}
+	// The host paths were checked when the task was loaded; a directory swapped for a symlink
+	// since then (by a sample's container, through a bind of the task directory) must not be
+	// followed. Checked again here, right before the containers are created, each is also
+	// rewritten to the path it resolves to now.
+	if err := t.samplePolicy(s.project).RecheckHostPaths(p); err != nil {
+		return fail(err)
+	}
 	if err := t.o.engine.Up(ctx, p, lifecycle.UpOptions{Wait: wait}); err != nil {
 		return fail(err)
 	}
@@ -148,21 +161,29 @@ func (t *Task) SampleInit(ctx context.Context, spec SampleSpec) (*Sample, error)
 	return s, nil
 }
 
-// sampleProject is the task's project normalised for this sample, reloaded with the sample's
-// metadata when it has any.
+// sampleProject is the task's project normalised for this sample. When the files reference
+// per-sample variables (SAMPLE_METADATA_*, COMPOSE_PROJECT_NAME, a layout's names and log
+// paths), they are loaded again with this sample's values, and policed again; the directories
+// the sample binds are made. Each adaptation Normalize makes is an EventAdapted, and a warning
+// in the log for the task's first sample (debug after that: the same change, renamed).
 func (t *Task) sampleProject(ctx context.Context, s *Sample, spec SampleSpec) (*types.Project, error) {
 	p := t.project
-	if len(spec.Metadata) > 0 {
+	if t.perSample {
+		vars := t.resolution.SampleVars(s.project, t.o.sampleDir(s.project))
 		var err error
-		p, err = compose.Load(ctx, t.resolution, compose.LoadOptions{Environment: t.spec.Environment, Profiles: t.spec.Profiles, Metadata: spec.Metadata})
-		if err != nil {
+		opts := t.loadOptions(vars, spec.Metadata)
+		opts.Name = s.project
+		if p, err = compose.Load(ctx, t.resolution, opts); err != nil {
 			return nil, err
 		}
-		if err := t.o.cfg.policy.Check(p); err != nil {
-			return nil, err
+		t.policy.ApplyDefaults(p)
+		for _, dir := range vars.Referenced(p) {
+			if err := makeSampleDir(dir); err != nil {
+				return nil, err
+			}
 		}
-		t.o.cfg.policy.ApplyDefaults(p)
 	}
+	var adapted []compose.Adaptation
 	np, err := compose.Normalize(p, compose.NormalizeOptions{
 		Name:       s.project,
 		Task:       t.name,
@@ -171,22 +192,43 @@ func (t *Task) sampleProject(ctx context.Context, s *Sample, spec SampleSpec) (*
 		Created:    s.created,
 		APIVersion: t.apiVersion,
 		Images:     t.images,
+		OnAdapt:    func(a compose.Adaptation) { adapted = append(adapted, a) },
 	})
 	if err != nil {
 		return nil, err
+	}
+	level := slog.LevelDebug
+	if t.adaptedOnce.CompareAndSwap(false, true) {
+		level = slog.LevelWarn
+	}
+	for _, a := range adapted {
+		t.o.cfg.log.Log(ctx, level, "adapted for parallel samples", "task", t.name, "project", s.project, "adaptation", a.Message)
+		t.o.emit(Event{Kind: EventAdapted, Task: t.name, Sample: s.id, Project: s.project, Service: a.Service, Message: a.Message})
 	}
 	// Mark the default service, so that a fresh process (`composebox exec -p`) finds it from
 	// labels alone.
 	if svc, ok := np.Services[t.defaultService]; ok {
 		svc.CustomLabels = maps.Clone(svc.CustomLabels)
-		svc.CustomLabels[LabelDefaultService] = "true"
+		svc.CustomLabels[labels.LabelDefaultService] = "true"
 		np.Services[t.defaultService] = svc
 	}
 	return np, nil
 }
 
-// LabelDefaultService marks the container of a sample's default service.
-const LabelDefaultService = "dev.composebox.default"
+// makeSampleDir makes one of the directories a sample binds, writable by any user: the
+// container's user may be anyone, and the directory is the sample's alone.
+func makeSampleDir(dir string) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("make the sample's directory: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o777); err != nil && !os.IsExist(err) {
+		return fmt.Errorf("make the sample's directory: %w", err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil { // past the umask
+		return fmt.Errorf("make the sample's directory: %w", err)
+	}
+	return nil
+}
 
 func (t *Task) register(s *Sample) error {
 	t.mu.Lock()
@@ -217,6 +259,10 @@ func (s *Sample) Cleanup(ctx context.Context) error {
 		if err == nil {
 			_, err = s.o.engine.Down(dctx, s.project, lifecycle.DownOptions{})
 			slot.release(neutral)
+		}
+		// The directory the sample bound goes with it; a missing one is nothing to do.
+		if rerr := os.RemoveAll(s.o.sampleDir(s.project)); rerr != nil {
+			err = multierror.Append(err, fmt.Errorf("remove the sample's directory: %w", rerr))
 		}
 		if err != nil {
 			s.cleanupErr = fmt.Errorf("sample cleanup %s: %w", s.project, err)

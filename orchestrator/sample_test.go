@@ -14,7 +14,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 
-	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/lifecycle"
 	"github.com/composebox/composebox/orchestrator"
@@ -51,7 +51,7 @@ func TestMultiServiceComesUpHealthyInDependencyOrder(t *testing.T) {
 			t.Errorf("%s health is %s", sb.Service(), h.Status)
 		}
 		started[sb.Service()], _ = time.Parse(time.RFC3339Nano, info.State.StartedAt)
-		if info.Config.Labels[cleanup.LabelTask] != task.Name() || info.Config.Labels[cleanup.LabelOwner] != cleanup.SelfOwner() {
+		if info.Config.Labels[labels.LabelTask] != task.Name() || info.Config.Labels[labels.LabelOwner] != labels.SelfOwner() {
 			t.Errorf("%s labels %v", sb.Service(), info.Config.Labels)
 		}
 	}
@@ -151,7 +151,7 @@ services:
 	if !strings.Contains(err.Error(), "probe-said-no") || !strings.Contains(err.Error(), "service default") {
 		t.Errorf("error lacks the probe output or the service: %v", err)
 	}
-	if n := testutil.Resources(t, o.Client(), cleanup.LabelTask+"=inline"); n != 0 {
+	if n := testutil.Resources(t, o.Client(), labels.LabelTask+"=inline"); n != 0 {
 		t.Errorf("%d resources left after a failed SampleInit", n)
 	}
 	if rec.count(orchestrator.EventSampleFailed) != 1 {
@@ -181,7 +181,7 @@ services:
 	if !strings.Contains(nr.Services[0].Logs, "cannot-start") {
 		t.Errorf("log tail %q lacks the service's output", nr.Services[0].Logs)
 	}
-	if n := testutil.Resources(t, o.Client(), cleanup.LabelTask+"=inline"); n != 0 {
+	if n := testutil.Resources(t, o.Client(), labels.LabelTask+"=inline"); n != 0 {
 		t.Errorf("%d resources left", n)
 	}
 }
@@ -207,7 +207,7 @@ func TestCancelMidUpLeavesNothing(t *testing.T) {
 	defer cancel()
 	// Cancel as soon as the first container of the sample exists: compose is mid-Up.
 	go func() {
-		f := filters.NewArgs(filters.Arg("label", cleanup.LabelTask+"=cancel-mid-up"))
+		f := filters.NewArgs(filters.Arg("label", labels.LabelTask+"=cancel-mid-up"))
 		for ctx.Err() == nil {
 			list, err := c.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 			if err == nil && len(list) > 0 {
@@ -224,7 +224,7 @@ func TestCancelMidUpLeavesNothing(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
 	}
-	if n := testutil.Resources(t, c, cleanup.LabelTask+"=cancel-mid-up"); n != 0 {
+	if n := testutil.Resources(t, c, labels.LabelTask+"=cancel-mid-up"); n != 0 {
 		t.Errorf("%d resources left after a cancelled SampleInit", n)
 	}
 }
@@ -264,7 +264,7 @@ func TestParallelSamplesDoNotClash(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if n := testutil.Resources(t, o.Client(), cleanup.LabelTask+"="+task.Name()); n != 0 {
+	if n := testutil.Resources(t, o.Client(), labels.LabelTask+"="+task.Name()); n != 0 {
 		t.Errorf("%d resources left", n)
 	}
 }

@@ -36,7 +36,7 @@ const (
 	StreamStderr = sandboxio.Stderr
 )
 
-// DefaultReadLimit is ReadFile's limit (CONTRACT section 5).
+// DefaultReadLimit is ReadFile's limit: 100 MiB. A larger file is ErrOutputLimit.
 const DefaultReadLimit = 100 << 20
 
 // Sandbox is one service of a live sample: a running container that exec and file calls are
@@ -81,7 +81,7 @@ func (b *Sandbox) User() string { return b.target.User }
 // IsDefault reports whether this is the sample's default service.
 func (b *Sandbox) IsDefault() bool { return b.isDefault }
 
-// Exec runs req and waits for it (CONTRACT section 4). On timeout the command and every
+// Exec runs req (an argv, no implicit shell) and waits for it. On timeout the command and every
 // process it started are killed inside the container, and the error is ErrTimeout with the
 // partial output in its *ExecError. A stopped or removed container is ErrUnavailable.
 func (b *Sandbox) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
@@ -160,7 +160,7 @@ func (b *Sandbox) WriteFileFrom(ctx context.Context, path string, r io.Reader, s
 	return sandboxio.WriteFileFrom(ctx, b.target, path, r, size)
 }
 
-// Port is a published port (CONTRACT section 6).
+// Port is a published port, as Connection reports it.
 type Port struct {
 	ContainerPort int    `json:"container_port"`
 	Protocol      string `json:"protocol"`
@@ -210,7 +210,7 @@ func (b *Sandbox) Connection(ctx context.Context) (Connection, error) {
 }
 
 // reachableIP rewrites a wildcard bind address to loopback, which a client on the host can
-// dial (CONTRACT section 6).
+// dial.
 func reachableIP(ip string) string {
 	if ip == "" || ip == "0.0.0.0" {
 		return "127.0.0.1"

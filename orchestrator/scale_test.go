@@ -18,7 +18,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
-	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/compose"
 	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/orchestrator"
@@ -89,7 +89,7 @@ func TestBurst30ConcurrentSampleInits(t *testing.T) {
 	if err := task.Cleanup(t.Context()); err != nil {
 		t.Fatalf("task cleanup: %v", err)
 	}
-	if left := testutil.Resources(t, o.Client(), cleanup.LabelTask+"="+name); left != 0 {
+	if left := testutil.Resources(t, o.Client(), labels.LabelTask+"="+name); left != 0 {
 		t.Errorf("%d containers, networks and volumes of task %s left after cleanup", left, name)
 	}
 }

@@ -19,14 +19,14 @@ type SpawnOptions struct {
 	// ID identifies the session's sample in labels (default: a random short id).
 	ID string
 	// Mounts are per-spawn mounts, above the spec's: one at the same container path replaces
-	// the spec's (seed 000). Only assets override them.
+	// the spec's. Only assets override them.
 	Mounts []Mount
 	// Ports are per-spawn ports, replacing the spec's for the same container port.
 	Ports []PublishedPort
 	// Env is per-spawn environment, over the spec's.
 	Env map[string]string
 	// DisableSetup skips the spec's setup commands, e.g. when resuming from a snapshot in
-	// which they already ran (seed 000's disable_setup).
+	// which they already ran.
 	DisableSetup bool
 	// SetupTimeout bounds each setup command (0: no bound but ctx).
 	SetupTimeout time.Duration
@@ -34,7 +34,7 @@ type SpawnOptions struct {
 	ReadyTimeout time.Duration
 }
 
-// Session is a live single-container sandbox (seeds 000 and 002): one keep-alive container that
+// Session is a live single-container sandbox: one keep-alive container that
 // any number of commands are exec'd into, until Cleanup removes it. A Session is a sample of a
 // one-service task, so it goes through the same lifecycle, exec and cleanup as any other
 // sample. It is safe for concurrent use. Cleanup is final: afterwards every call fails with
@@ -174,7 +174,7 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
 	return s.sandbox.Exec(ctx, req)
 }
 
-// Start starts a command and returns its process at once (seed 000's stream): its Events
+// Start starts a command and returns its process at once: its Events
 // arrive as the command writes them; Poll, Wait and Kill act like a local process's.
 // Cancelling ctx kills it. The session's Poll and Kill act on the latest command started.
 func (s *Session) Start(ctx context.Context, req ExecRequest) (*Process, error) {
@@ -191,7 +191,7 @@ func (s *Session) Start(ctx context.Context, req ExecRequest) (*Process, error) 
 	return p, nil
 }
 
-// Poll is seed 000's poll(): nil while the latest command started with Start runs (or when
+// Poll is nil while the latest command started with Start runs (or when
 // none was started), and its exit code once it has finished.
 func (s *Session) Poll() *int {
 	s.mu.Lock()
@@ -204,8 +204,7 @@ func (s *Session) Poll() *int {
 }
 
 // Kill kills the latest command started with Start, and every process it started, and waits
-// until that is done or ctx ends. Unlike seed 000's kill(), the container stays: Cleanup
-// removes it.
+// until that is done or ctx ends. The container stays: Cleanup removes it.
 func (s *Session) Kill(ctx context.Context) error {
 	s.mu.Lock()
 	p := s.last

@@ -3,13 +3,12 @@ package orchestrator_test
 import (
 	"context"
 	"net/netip"
-	"sync"
 	"testing"
 
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 
-	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/orchestrator"
 )
@@ -42,21 +41,7 @@ func TestFortyLiveSamplesWithManagedSubnets(t *testing.T) {
 	defaultBefore := defaultPoolNetworks(t, c)
 	task := taskInit(t, o, orchestrator.TaskSpec{Name: "forty", YAML: []byte(twoServiceYAML)})
 
-	samples := make([]*orchestrator.Sample, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { samples[i], errs[i] = task.SampleInit(t.Context(), orchestrator.SampleSpec{}) })
-	}
-	wg.Wait()
-	for i, s := range samples {
-		if s != nil {
-			t.Cleanup(func() { _ = s.Cleanup(context.Background()) })
-		}
-		if errs[i] != nil {
-			t.Fatalf("sample %d: %v", i, errs[i])
-		}
-	}
+	samples := startSamples(t, task, n)
 
 	seen := map[string]string{}
 	for _, s := range samples {
@@ -80,7 +65,7 @@ func TestFortyLiveSamplesWithManagedSubnets(t *testing.T) {
 			t.Errorf("%s: default → peer: %+v, %v", s.Project(), r, err)
 		}
 	}
-	live, err := testutil.Count(t.Context(), c, filters.Arg("label", cleanup.LabelTask+"=forty"), filters.Arg("label", cleanup.LabelOwner+"="+cleanup.SelfOwner()))
+	live, err := testutil.Count(t.Context(), c, filters.Arg("label", labels.LabelTask+"=forty"), filters.Arg("label", labels.LabelOwner+"="+labels.SelfOwner()))
 	if err != nil || live < 3*n { // 2 containers and a network per sample
 		t.Errorf("resources live at once = %d (%v), want at least %d", live, err, 3*n)
 	}
@@ -91,7 +76,7 @@ func TestFortyLiveSamplesWithManagedSubnets(t *testing.T) {
 	if err := task.Cleanup(t.Context()); err != nil {
 		t.Fatalf("task cleanup: %v", err)
 	}
-	left, err := testutil.Count(t.Context(), c, filters.Arg("label", cleanup.LabelTask+"=forty"), filters.Arg("label", cleanup.LabelOwner+"="+cleanup.SelfOwner()))
+	left, err := testutil.Count(t.Context(), c, filters.Arg("label", labels.LabelTask+"=forty"), filters.Arg("label", labels.LabelOwner+"="+labels.SelfOwner()))
 	if err != nil || left != 0 {
 		t.Errorf("after cleanup %d resources remain (%v)", left, err)
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
@@ -14,9 +16,11 @@ import (
 	"github.com/hashicorp/go-multierror"
 
 	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/compose"
 	cbxerr "github.com/composebox/composebox/internal/errdefs"
-	"github.com/composebox/composebox/internal/images"
+	"github.com/composebox/composebox/internal/images/imagespec"
 	"github.com/composebox/composebox/lifecycle"
 )
 
@@ -26,24 +30,44 @@ type TaskSpec struct {
 	// Name names the task in labels and project names. Default: the base name of Path's
 	// directory, else "task".
 	Name string
-	// Path is a compose file, a directory, or a Dockerfile (CONTRACT section 1).
+	// Path is a compose file, a directory, or a Dockerfile (see compose.Resolve).
 	Path string
 	// YAML is a compose project as text; relative paths in it resolve against WorkingDir.
 	YAML []byte
-	// Project is a compose project as a struct.
+	// Project is a compose project as a struct; relative paths resolve against its WorkingDir,
+	// else against WorkingDir.
 	Project *types.Project
-	// WorkingDir is the directory of a YAML project (default: the current directory).
+	// WorkingDir is the directory of a YAML or struct project: its task directory, which host
+	// paths must stay in. Default: a private empty directory, removed by Task.Cleanup.
 	WorkingDir string
 	// Files are more compose files merged on top of Path's, like further -f flags.
 	Files []string
-	// Environment overrides the process environment and .env for interpolation.
+	// Environment are variables for interpolation, over PassEnv and the task's .env. The
+	// process environment is never read, but for PassEnv.
 	Environment map[string]string
+	// PassEnv names variables of the process environment that interpolation may read.
+	PassEnv []string
+	// Policy is this task's security policy; nil means the orchestrator's (WithPolicy).
+	Policy *compose.Policy
 	// Profiles activates compose profiles.
 	Profiles []string
 	// Prebuilt only checks that every image exists: nothing is built.
 	Prebuilt bool
 	// ReadyTimeout overrides the readiness budget derived from the healthchecks.
 	ReadyTimeout time.Duration
+
+	// DefaultService chooses the default service, over every other rule (the service named
+	// "default", x-default, a layout's own default).
+	DefaultService string
+	// AgentImage adds a service "default" running this image (kept alive, with an init,
+	// attached to every network of the project), which becomes the default unless
+	// DefaultService says otherwise: the agent's container of suites whose harness ran it
+	// beside the project (Cybench, NYU CTF Bench).
+	AgentImage string
+	// ImageOverrides maps services to the image they run instead of their own: a mirrored or
+	// prebuilt image, or a local one. A service with a build section runs the override and is
+	// not built. The image must be present locally.
+	ImageOverrides map[string]string
 }
 
 // Task is a resolved, policed and built compose project from which samples are started. It is
@@ -54,10 +78,18 @@ type Task struct {
 	spec       TaskSpec
 	resolution *compose.Resolution
 	project    *types.Project // loaded and policed, not normalised
+	policy     compose.Policy
+	// perSample says the files reference per-sample variables (metadata, COMPOSE_PROJECT_NAME,
+	// a layout's names and log paths): each sample loads them again with its own values.
+	perSample bool
+	// privateDir is the working directory made for a YAML or struct task that gave none.
+	privateDir string
 	apiVersion string
 	// images maps each build service to the image built for it.
 	images         map[string]string
 	defaultService string
+	// adaptedOnce is set once the first sample's adaptations were logged as warnings.
+	adaptedOnce atomic.Bool
 
 	mu      sync.Mutex
 	samples map[string]*Sample
@@ -98,59 +130,110 @@ func (o *Orchestrator) TaskInit(ctx context.Context, spec TaskSpec) (*Task, erro
 			return nil, fmt.Errorf("task init: %w", err)
 		}
 	}
-	res, err := o.resolve(spec)
-	if err != nil {
+	t := &Task{o: o, spec: spec, policy: o.cfg.policy, apiVersion: info.APIVersion, samples: map[string]*Sample{}, projects: map[string]bool{}}
+	if spec.Policy != nil {
+		t.policy = *spec.Policy
+	}
+	if t.resolution, err = t.resolve(); err != nil {
+		t.removePrivateDir()
 		return nil, fmt.Errorf("task init: %w", err)
 	}
-	t := &Task{o: o, spec: spec, resolution: res, apiVersion: info.APIVersion, samples: map[string]*Sample{}, projects: map[string]bool{}}
-	t.name = taskName(spec, res)
-	if err := o.startTracking(ctx, t.name); err != nil {
-		return nil, fmt.Errorf("task init %s: %w", t.name, err)
-	}
-	if err := o.ensureBaseIfUsed(ctx, res); err != nil {
-		return nil, fmt.Errorf("task init %s: %w", t.name, err)
-	}
-	p, err := compose.Load(ctx, res, compose.LoadOptions{Environment: spec.Environment, Profiles: spec.Profiles})
-	if err != nil {
-		return nil, fmt.Errorf("task init %s: %w", t.name, err)
-	}
-	if err := o.cfg.policy.Check(p); err != nil {
-		return nil, fmt.Errorf("task init %s: %w", t.name, err)
-	}
-	o.cfg.policy.ApplyDefaults(p)
-	if t.defaultService, err = compose.DefaultService(p); err != nil {
-		return nil, fmt.Errorf("task init %s: %w", t.name, err)
-	}
-	t.project = p
-	if err := t.prepareImages(ctx); err != nil {
+	t.name = taskName(spec, t.resolution)
+	if err := t.init(ctx); err != nil {
+		t.removePrivateDir()
 		return nil, fmt.Errorf("task init %s: %w", t.name, err)
 	}
 	o.emit(Event{Kind: EventTaskReady, Task: t.name, Duration: time.Since(start)})
 	return t, nil
 }
 
-func (o *Orchestrator) resolve(spec TaskSpec) (*compose.Resolution, error) {
-	switch {
-	case spec.Project != nil:
-		return compose.FromProject(spec.Project), nil
-	case spec.YAML != nil:
-		wd := spec.WorkingDir
-		if wd == "" {
-			wd = "."
-		}
-		abs, err := filepath.Abs(wd)
-		if err != nil {
-			return nil, err
-		}
-		return compose.FromYAML(spec.YAML, abs), nil
+func (t *Task) init(ctx context.Context) error {
+	o := t.o
+	if err := o.startTracking(ctx, t.name); err != nil {
+		return err
 	}
-	return compose.Resolve(spec.Path, compose.ResolveOptions{DefaultImage: o.cfg.defaultImage, ExtraFiles: spec.Files})
+	if err := o.ensureBaseIfUsed(ctx, t.resolution); err != nil {
+		return err
+	}
+	// Every problem of the files comes back at once: load, policy, default service and what
+	// normalisation would refuse. A placeholder sample stands in for the per-sample variables,
+	// so that the files load, pass the policy and plan their builds as every sample's will.
+	placeholder := compose.ProjectName(t.name, "task")
+	vars := t.resolution.SampleVars(placeholder, o.sampleDir(placeholder))
+	p, err := compose.Prepare(ctx, t.resolution, t.loadOptions(vars, nil), compose.NormalizeOptions{Task: t.name, APIVersion: t.apiVersion})
+	if err != nil {
+		return err
+	}
+	t.policy.ApplyDefaults(p)
+	if t.defaultService, err = compose.DefaultService(p); err != nil {
+		return err
+	}
+	t.perSample = len(compose.SampleVariables(p)) > 0
+	t.project = p
+	return t.prepareImages(ctx)
+}
+
+// loadOptions are the options every load of the task's files uses: at TaskInit (a placeholder
+// sample's variables, no metadata) and for a sample whose files reference per-sample variables.
+// Binds may also come from the sample's own directories (a Terminal-Bench task's log paths).
+func (t *Task) loadOptions(vars compose.SampleVars, metadata map[string]string) compose.LoadOptions {
+	policy := t.policy.AllowingDirs(vars.DirPaths()...)
+	return compose.LoadOptions{
+		Environment:    t.spec.Environment,
+		PassEnv:        t.spec.PassEnv,
+		Profiles:       t.spec.Profiles,
+		SampleEnv:      vars.Env,
+		Metadata:       metadata,
+		DefaultService: t.spec.DefaultService,
+		AgentImage:     t.spec.AgentImage,
+		ImageOverrides: t.spec.ImageOverrides,
+		Policy:         &policy,
+		Logger:         t.o.cfg.log,
+	}
+}
+
+func (t *Task) resolve() (*compose.Resolution, error) {
+	spec := t.spec
+	if spec.Project == nil && spec.YAML == nil {
+		return compose.Resolve(spec.Path, compose.ResolveOptions{DefaultImage: t.o.cfg.defaultImage, ExtraFiles: spec.Files})
+	}
+	var r *compose.Resolution
+	if spec.Project != nil {
+		r = compose.FromProject(spec.Project)
+	} else {
+		r = compose.FromYAML(spec.YAML, "")
+	}
+	if r.WorkingDir == "" {
+		r.WorkingDir = spec.WorkingDir
+	}
+	if r.WorkingDir == "" {
+		// Never the current directory, which can be / or a home: host paths in the project
+		// resolve against a directory of its own, empty, which Cleanup removes.
+		dir, err := os.MkdirTemp("", "composebox-task-")
+		if err != nil {
+			return nil, fmt.Errorf("working directory: %w", err)
+		}
+		t.privateDir = dir
+		r.WorkingDir = dir
+	}
+	abs, err := filepath.Abs(r.WorkingDir)
+	if err != nil {
+		return nil, err
+	}
+	r.WorkingDir = abs
+	return r, nil
+}
+
+func (t *Task) removePrivateDir() {
+	if t.privateDir != "" {
+		_ = os.RemoveAll(t.privateDir)
+	}
 }
 
 // ensureBaseIfUsed builds the base image when the project runs on it: the default image, or a
 // project that names COMPOSEBOX_BASE_IMAGE.
 func (o *Orchestrator) ensureBaseIfUsed(ctx context.Context, res *compose.Resolution) error {
-	ref, err := images.BaseRef(images.DefaultBusybox)
+	ref, err := imagespec.BaseRef(imagespec.DefaultBusybox)
 	if err != nil {
 		return nil // no busybox: projects that need the base image fail on the missing image
 	}
@@ -161,16 +244,37 @@ func (o *Orchestrator) ensureBaseIfUsed(ctx context.Context, res *compose.Resolu
 	return err
 }
 
+// samplePolicy is the task's policy for one sample: binds may also come from the directories
+// composebox makes for it.
+func (t *Task) samplePolicy(project string) compose.Policy {
+	return t.policy.AllowingDirs(t.resolution.SampleVars(project, t.o.sampleDir(project)).DirPaths()...)
+}
+
+// taskName is the spec's name, else the one the layout or the directory gives (skipping
+// generic directory names such as env or challenge), else "task".
 func taskName(spec TaskSpec, res *compose.Resolution) string {
-	if spec.Name != "" {
+	switch {
+	case spec.Name != "":
 		return spec.Name
-	}
-	if res.WorkingDir != "" {
-		if b := filepath.Base(res.WorkingDir); b != "/" && b != "." {
-			return b
-		}
+	case res.TaskName != "":
+		return res.TaskName
+	case res.WorkingDir != "":
+		return compose.TaskNameOf(res.WorkingDir)
 	}
 	return "task"
+}
+
+// sampleDir is the directory composebox owns for a sample whose files bind per-sample host
+// directories (a Terminal-Bench task's log paths): made before it starts, removed with it.
+func (o *Orchestrator) sampleDir(project string) string {
+	return SampleDir(o.cfg.stateDir, project)
+}
+
+// SampleDir is where a sample's own directory lives under a state dir:
+// <stateDir>/sample-dirs/<project> (beside the state cache's own records).
+// `composebox down` removes it with the project.
+func SampleDir(stateDir, project string) string {
+	return filepath.Join(stateDir, "sample-dirs", project)
 }
 
 func (t *Task) prepareImages(ctx context.Context) error {
@@ -179,7 +283,7 @@ func (t *Task) prepareImages(ctx context.Context) error {
 		return err
 	}
 	t.images = map[string]string{}
-	labels := map[string]string{cleanup.LabelManaged: "true", cleanup.LabelTask: t.name}
+	lbl := map[string]string{labels.LabelManaged: "true", labels.LabelTask: t.name}
 	for _, b := range plan.Builds {
 		svc, err := t.project.GetService(b.Service)
 		if err != nil {
@@ -191,7 +295,7 @@ func (t *Task) prepareImages(ctx context.Context) error {
 			}
 		} else {
 			start := time.Now()
-			built, err := t.o.engine.Build(ctx, svc, lifecycle.BuildOptions{Tag: b.Tag, Labels: labels, Limit: t.o.buildLimit})
+			built, err := t.o.engine.Build(ctx, svc, lifecycle.BuildOptions{Tag: b.Tag, Labels: lbl, Limit: t.o.buildLimit})
 			if err != nil {
 				return err
 			}
@@ -243,6 +347,7 @@ func (t *Task) Cleanup(ctx context.Context) error {
 	t.mu.Unlock()
 	if first {
 		defer t.o.endTracking(t.name)
+		defer t.removePrivateDir()
 	}
 	var errs *multierror.Error
 	var wg sync.WaitGroup
@@ -263,7 +368,7 @@ func (t *Task) Cleanup(ctx context.Context) error {
 	defer cancel()
 	// The engine's client retries transient daemon errors, which a teardown must ride out.
 	c := t.o.engine.Client()
-	projects, err := cleanup.ProjectsOf(dctx, c, t.name, t.o.owner)
+	projects, err := tracking.ProjectsOf(dctx, c, t.name, t.o.owner)
 	if err != nil {
 		errs = multierror.Append(errs, err)
 	}
@@ -280,6 +385,9 @@ func (t *Task) Cleanup(ctx context.Context) error {
 		slot.release(neutral)
 		if err != nil {
 			errs = multierror.Append(errs, err)
+		}
+		if err := os.RemoveAll(t.o.sampleDir(p)); err != nil {
+			errs = multierror.Append(errs, fmt.Errorf("remove the directory of %s: %w", p, err))
 		}
 	}
 	if err := errs.ErrorOrNil(); err != nil {

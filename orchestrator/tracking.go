@@ -3,22 +3,20 @@ package orchestrator
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/compose"
 )
 
-// Tracking (issue #6). Every resource of a sample carries the owner label of the process that
-// created it (host:pid:start-time), so a fresh process can tell a crashed run's leftovers
-// (stale) from live ones. On top of that:
-//   - a state cache (cleanup.Cache under the state dir) records held tasks and live samples;
+// Tracking. Every resource of a sample carries the owner label of the process that created it
+// (host:pid:start-time), so a fresh process can tell a crashed run's leftovers (stale) from
+// live ones. On top of that:
+//   - a state cache (tracking.Cache under the state dir) records held tasks and live samples;
 //   - WithSweepStale removes stale projects of a task's name at TaskInit;
 //   - WithReaper starts a watchdog process that removes this process's projects if it dies
 //     without cleaning up;
@@ -27,12 +25,14 @@ import (
 // WithReaper starts, at the first TaskInit, a watchdog process that removes this process's
 // projects within seconds of its death if it dies without cleaning them up (kill -9, a crash,
 // an os.Exit). The watchdog is this program's own executable, re-run in its own session with
-// its standard streams on /dev/null (see the package's init); it is not a container, needs no
-// socket mount, and only ever removes projects whose owner label is exactly this process's.
-// A process starts at most one watchdog, however many orchestrators it makes.
+// its standard streams on /dev/null; it is not a container, needs no socket mount, and only
+// ever removes projects whose owner label is exactly this process's. A process starts at most
+// one watchdog, however many orchestrators it makes.
 //
-// The watchdog works by re-executing os.Executable(): a program that clears its environment or
-// whose executable is replaced on disk gets no watchdog.
+// The program's main must call tracking.ReaperMain first thing (a test binary: its TestMain),
+// which runs the watchdog in the re-executed copy; without that call TaskInit fails with
+// ErrPrerequisite. The watchdog works by re-executing os.Executable(): a program that clears
+// its environment or whose executable is replaced on disk gets no watchdog.
 func WithReaper() Option {
 	return func(c *config) error { c.reaper = true; return nil }
 }
@@ -54,16 +54,16 @@ func (o *Orchestrator) startTracking(ctx context.Context, task string) error {
 		if o.cfg.client != nil {
 			host = o.client.DaemonHost()
 		}
-		if err := startReaper(ctx, o.owner, host); err != nil {
+		if err := tracking.StartReaper(ctx, o.owner, host); err != nil {
 			return err
 		}
 	}
 	holdTask(o.cfg.stateDir, task)
-	if err := o.cache().PutTask(cleanup.TaskRecord{Task: task, Owner: o.owner, Created: time.Now().UTC()}); err != nil {
+	if err := o.cache().PutTask(tracking.TaskRecord{Task: task, Owner: o.owner, Created: time.Now().UTC()}); err != nil {
 		o.cfg.log.Warn("state cache: record task", "task", task, "err", err)
 	}
 	if o.cfg.sweepStale {
-		res, err := cleanup.Remove(ctx, o.engine.Client(), cleanup.Selector{Stale: true, Task: task}, cleanup.RemoveOptions{})
+		res, err := tracking.Sweep(ctx, o.engine.Client(), tracking.Selector{Stale: true, Task: task}, cleanup.RemoveOptions{})
 		for _, r := range res {
 			if r.Err == nil {
 				o.cfg.log.Info("removed stale project", "project", r.Name, "owner", r.Owner)
@@ -90,7 +90,7 @@ func (o *Orchestrator) endTracking(task string) {
 // track records a sample in the state cache before its project is created. The cache is only a
 // cache: a failure to write it is logged, and does not fail the sample.
 func (o *Orchestrator) track(s *Sample) error {
-	r := cleanup.SampleRecord{
+	r := tracking.SampleRecord{
 		Project: s.project, Task: s.task.name, Sample: s.id, Owner: o.owner,
 		Config: configOf(s.task.resolution), Created: s.created.UTC(),
 	}
@@ -107,27 +107,27 @@ func (o *Orchestrator) untrack(s *Sample) {
 	}
 }
 
-func (o *Orchestrator) cache() *cleanup.Cache { return cleanup.OpenCache(o.cfg.stateDir) }
+func (o *Orchestrator) cache() *tracking.Cache { return tracking.OpenCache(o.cfg.stateDir) }
 
 // Detach hands the sample over, as `composebox up` does once its sample is ready: the sample
 // stops being this process's, so it is never stale, neither the reaper nor Task.Cleanup
 // removes it, and only an explicit removal does (Sample.Cleanup, `composebox down`,
 // `composebox cleanup PROJECT` or `cleanup --all`). Engine labels cannot change, so the hand
-// over is a marker volume in the project (cleanup.MarkDetached). It is idempotent.
+// over is a marker volume in the project (tracking.MarkDetached). It is idempotent.
 func (s *Sample) Detach(ctx context.Context) error {
 	o := s.o
 	task, config := "", ""
 	if s.task != nil {
 		task, config = s.task.name, configOf(s.task.resolution)
 	}
-	if err := cleanup.MarkDetached(ctx, o.client, s.project, task, s.id); err != nil {
+	if err := tracking.MarkDetached(ctx, o.client, s.project, task, s.id); err != nil {
 		return fmt.Errorf("detach sample %s: %w", s.id, err)
 	}
 	if s.task != nil {
 		s.task.unregister(s)
 	}
-	r := cleanup.SampleRecord{
-		Project: s.project, Task: task, Sample: s.id, Owner: cleanup.OwnerDetached,
+	r := tracking.SampleRecord{
+		Project: s.project, Task: task, Sample: s.id, Owner: labels.OwnerDetached,
 		Config: config, Created: s.created.UTC(),
 	}
 	if err := o.cache().PutSample(r); err != nil {
@@ -183,106 +183,4 @@ func releaseTask(dir, task string) bool {
 	}
 	delete(holds, k)
 	return true
-}
-
-// The watchdog is this program re-executed (like moby's reexec), in two stages so that it is
-// nobody's child: the owner starts a short-lived "spawn" stage and waits for it; that stage
-// starts the "watch" stage in a new session and exits at once, so the watchdog is re-parented
-// to init and no goroutine of the owner waits on it.
-const (
-	reaperOwnerEnv = "COMPOSEBOX_REAPER_OWNER"
-	reaperStageEnv = "COMPOSEBOX_REAPER_STAGE"
-)
-
-var (
-	reaperMu      sync.Mutex
-	reaperStarted bool
-)
-
-// startReaper starts the watchdog for owner, once per process. A non-empty dockerHost overrides
-// DOCKER_HOST in its environment.
-func startReaper(ctx context.Context, owner, dockerHost string) error {
-	reaperMu.Lock()
-	defer reaperMu.Unlock()
-	if reaperStarted {
-		return nil
-	}
-	env := withoutReaperEnv(os.Environ())
-	if dockerHost != "" {
-		env = append(env, "DOCKER_HOST="+dockerHost)
-	}
-	if err := spawnStage(ctx, owner, "spawn", env); err != nil {
-		return fmt.Errorf("start reaper: %w", err)
-	}
-	reaperStarted = true
-	return nil
-}
-
-// spawnStage runs this executable with env as the given stage of the watchdog for owner: the
-// spawn stage is waited for; the watch stage is started in a new session with its standard
-// streams on /dev/null, and left to run.
-func spawnStage(ctx context.Context, owner, stage string, env []string) error {
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	cmd := exec.CommandContext(ctx, exe)
-	cmd.Dir = "/"
-	cmd.Env = append(env, reaperOwnerEnv+"="+owner, reaperStageEnv+"="+stage)
-	if stage == "watch" {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		return cmd.Start() // the spawn stage exits right after: nothing waits on the watchdog
-	}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%s stage: %w: %s", stage, err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
-func withoutReaperEnv(env []string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, reaperOwnerEnv+"=") && !strings.HasPrefix(kv, reaperStageEnv+"=") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-// init turns this process into a stage of the watchdog when it was started as one. It runs
-// before main (or before the tests), in every program that links the orchestrator.
-func init() {
-	owner, ok := os.LookupEnv(reaperOwnerEnv)
-	if !ok {
-		return
-	}
-	stage := os.Getenv(reaperStageEnv)
-	_ = os.Unsetenv(reaperOwnerEnv)
-	_ = os.Unsetenv(reaperStageEnv)
-	// A stray variable in a user's environment must not hijack a program: act only for an
-	// owner of this host.
-	o, err := cleanup.ParseOwner(owner)
-	if host, _ := os.Hostname(); err != nil || o.Host != host {
-		return
-	}
-	switch stage {
-	case "spawn":
-		if err := spawnStage(context.Background(), owner, "watch", os.Environ()); err != nil {
-			fmt.Fprintln(os.Stderr, err) // the owner reports it
-			os.Exit(1)
-		}
-		os.Exit(0)
-	case "watch":
-		os.Exit(runReaper(owner))
-	}
-}
-
-// runReaper is the watchdog's main: it survives the owner's terminal going away, and exits once
-// it has cleaned up after the owner's death.
-func runReaper(owner string) int {
-	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
-	if _, err := cleanup.Reap(context.Background(), owner, cleanup.ReapOptions{}); err != nil {
-		return 1
-	}
-	return 0
 }

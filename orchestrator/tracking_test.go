@@ -15,6 +15,8 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/orchestrator"
 )
@@ -36,7 +38,7 @@ func uniqueTask(name string) string {
 func removeTaskProjects(t *testing.T, c client.APIClient, task string) {
 	t.Cleanup(func() {
 		ctx := context.Background()
-		if _, err := cleanup.Remove(ctx, c, cleanup.Selector{All: true, Task: task}, cleanup.RemoveOptions{}); err != nil {
+		if _, err := tracking.Sweep(ctx, c, tracking.Selector{All: true, Task: task}, cleanup.RemoveOptions{}); err != nil {
 			t.Errorf("remove projects of %s: %v", task, err)
 		}
 	})
@@ -49,7 +51,7 @@ func deadOwner(t *testing.T) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	start, err := cleanup.ProcessStartTime(cmd.Process.Pid)
+	start, err := labels.ProcessStartTime(cmd.Process.Pid)
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	if err != nil {
@@ -67,8 +69,8 @@ func leftoverNetwork(t *testing.T, c client.APIClient, task, owner string) strin
 	project := "cbx-" + task + "-" + hex.EncodeToString(b[:])
 	t.Cleanup(func() { _, _ = cleanup.RemoveProject(context.Background(), c, project, cleanup.RemoveOptions{}) })
 	_, err := c.NetworkCreate(t.Context(), project+"_default", network.CreateOptions{Labels: map[string]string{
-		cleanup.ProjectLabel: project, cleanup.LabelManaged: "true", cleanup.LabelTask: task,
-		cleanup.LabelSample: "x", cleanup.LabelOwner: owner, cleanup.LabelCreated: time.Now().UTC().Format(time.RFC3339),
+		labels.ComposeProjectLabel: project, labels.LabelManaged: "true", labels.LabelTask: task,
+		labels.LabelSample: "x", labels.LabelOwner: owner, labels.LabelCreated: time.Now().UTC().Format(time.RFC3339),
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -76,9 +78,9 @@ func leftoverNetwork(t *testing.T, c client.APIClient, task, owner string) strin
 	return project
 }
 
-func status(t *testing.T, c client.APIClient, project string) cleanup.Status {
+func status(t *testing.T, c client.APIClient, project string) tracking.Status {
 	t.Helper()
-	all, err := cleanup.List(t.Context(), c)
+	all, err := tracking.List(t.Context(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,16 +100,16 @@ func TestSweepStaleAtTaskInit(t *testing.T) {
 	removeTaskProjects(t, c, other)
 	dead := deadOwner(t)
 	stale := leftoverNetwork(t, c, task, dead)
-	live := leftoverNetwork(t, c, task, cleanup.SelfOwner())
+	live := leftoverNetwork(t, c, task, labels.SelfOwner())
 	handed := leftoverNetwork(t, c, task, dead)
-	if err := cleanup.MarkDetached(t.Context(), c, handed, task, "x"); err != nil {
+	if err := tracking.MarkDetached(t.Context(), c, handed, task, "x"); err != nil {
 		t.Fatal(err)
 	}
 	otherStale := leftoverNetwork(t, c, other, dead)
 
 	taskInit(t, o, orchestrator.TaskSpec{Name: task, YAML: []byte(keepAlive)})
-	for project, want := range map[string]cleanup.Status{
-		stale: "gone", live: cleanup.StatusAlive, handed: cleanup.StatusDetached, otherStale: cleanup.StatusStale,
+	for project, want := range map[string]tracking.Status{
+		stale: "gone", live: tracking.StatusAlive, handed: tracking.StatusDetached, otherStale: tracking.StatusStale,
 	} {
 		if got := status(t, c, project); got != want {
 			t.Errorf("%s after TaskInit's sweep: %s, want %s", project, got, want)
@@ -141,7 +143,7 @@ func TestDetachedSampleOutlivesTaskCleanup(t *testing.T) {
 	if err := s.Detach(t.Context()); err != nil {
 		t.Errorf("second Detach: %v", err)
 	}
-	if got := status(t, c, s.Project()); got != cleanup.StatusDetached {
+	if got := status(t, c, s.Project()); got != tracking.StatusDetached {
 		t.Errorf("detached sample is %s", got)
 	}
 	if rec.count(orchestrator.EventSampleDetached) != 2 {
@@ -153,7 +155,7 @@ func TestDetachedSampleOutlivesTaskCleanup(t *testing.T) {
 	if got := status(t, c, kept.Project()); got != "gone" {
 		t.Errorf("Task.Cleanup left its own sample %s: %s", kept.Project(), got)
 	}
-	if got := status(t, c, s.Project()); got != cleanup.StatusDetached {
+	if got := status(t, c, s.Project()); got != tracking.StatusDetached {
 		t.Fatalf("Task.Cleanup removed the detached sample: %s", got)
 	}
 	// An explicit removal does remove it, marker included.
@@ -176,20 +178,20 @@ func TestStateCacheFollowsSamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Cleanup(context.Background()) })
-	cache := cleanup.OpenCache(dir)
+	cache := tracking.OpenCache(dir)
 	recs, err := cache.Samples()
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("records %+v, %v", recs, err)
 	}
 	r := recs[0]
-	if r.Project != s.Project() || r.Task != name || r.Sample != "sample-7" || r.Owner != cleanup.SelfOwner() || r.Config == "" || time.Since(r.Created) > time.Minute {
+	if r.Project != s.Project() || r.Task != name || r.Sample != "sample-7" || r.Owner != labels.SelfOwner() || r.Config == "" || time.Since(r.Created) > time.Minute {
 		t.Errorf("record %+v", r)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "samples", s.Project()+".json")); err != nil {
 		t.Error(err)
 	}
 	holds, err := cache.Tasks()
-	if err != nil || len(holds) != 1 || holds[0].Task != name || holds[0].Owner != cleanup.SelfOwner() {
+	if err != nil || len(holds) != 1 || holds[0].Task != name || holds[0].Owner != labels.SelfOwner() {
 		t.Errorf("task holds %+v, %v", holds, err)
 	}
 	if err := s.Cleanup(t.Context()); err != nil {

@@ -13,17 +13,17 @@ import (
 	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/client"
 
-	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/engine"
-	"github.com/composebox/composebox/internal/images"
+	"github.com/composebox/composebox/internal/images/imagespec"
 	"github.com/composebox/composebox/internal/subnets"
 )
 
 func busyboxCheck(path string) Check {
 	if path == "" {
-		path = images.DefaultBusybox
+		path = imagespec.DefaultBusybox
 	}
-	if _, err := images.BaseRef(path); err != nil {
+	if _, err := imagespec.BaseRef(path); err != nil {
 		return Check{Name: "busybox", Status: Fail, Detail: err.Error(),
 			Fix: "Debian as root: apt-get install busybox-static (or `make docker`)"}
 	}
@@ -32,12 +32,12 @@ func busyboxCheck(path string) Check {
 
 func baseImageCheck(ctx context.Context, c client.APIClient, busybox string) Check {
 	if busybox == "" {
-		busybox = images.DefaultBusybox
+		busybox = imagespec.DefaultBusybox
 	}
-	ref, err := images.BaseRef(busybox)
+	ref, err := imagespec.BaseRef(busybox)
 	if err != nil {
 		// Without busybox the current tag cannot be computed; an earlier build may still do.
-		list, lerr := c.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", cleanup.LabelImage+"=base"))})
+		list, lerr := c.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labels.LabelImage+"=base"))})
 		if lerr == nil && len(list) > 0 && len(list[0].RepoTags) > 0 {
 			return Check{Name: "base_image", Status: Warn, Detail: list[0].RepoTags[0] + " present, but it cannot be rebuilt: " + err.Error(),
 				Fix: "apt-get install busybox-static"}

@@ -14,16 +14,16 @@ import (
 	"github.com/composebox/composebox/internal/engine"
 )
 
-// HealthTimeout bounds CheckHealth, as seed 001's check_health bounds `docker info`.
+// HealthTimeout bounds CheckHealth, as agent sandboxes bound their `docker info` health check.
 const HealthTimeout = 2500 * time.Millisecond
 
-// HealthState is one of seed 001's four outcomes of an engine health check.
+// HealthState is one of the four outcomes of an engine health check.
 type HealthState string
 
 const (
-	// HealthMissing: there is no engine to ask. Seed 001 says "docker CLI not found"; composebox
-	// needs no CLI, so its counterpart is an endpoint that cannot be resolved (a DOCKER_CONTEXT
-	// that does not exist) or a unix socket that is not there.
+	// HealthMissing: there is no engine to ask. Where a CLI-based check says "docker CLI not
+	// found", composebox needs no CLI, so its counterpart is an endpoint that cannot be resolved (a
+	// DOCKER_CONTEXT that does not exist) or a unix socket that is not there.
 	HealthMissing HealthState = "missing"
 	// HealthTimedOut: the engine did not answer within the timeout.
 	HealthTimedOut HealthState = "timed_out"
@@ -36,7 +36,8 @@ const (
 // Health is the outcome of CheckHealth.
 type Health struct {
 	State HealthState `json:"state"`
-	// Detail is one line in seed 001's words, e.g. "docker daemon ready (server 20.10.24)".
+	// Detail is one line in the words of a `docker info` health check, e.g. "docker daemon ready
+	// (server 20.10.24)".
 	Detail string `json:"detail"`
 	// ServerVersion is the engine's version, when it is ready.
 	ServerVersion string `json:"server_version,omitempty"`
@@ -69,7 +70,7 @@ type HealthOptions struct {
 	Client client.APIClient
 }
 
-// CheckHealth asks the engine for its version within the timeout and reports seed 001's four
+// CheckHealth asks the engine for its version within the timeout and reports one of four
 // states: missing, timed out, unavailable, or ready with the server version. It never fails
 // and never takes much longer than the timeout.
 func CheckHealth(ctx context.Context, opts HealthOptions) Health {

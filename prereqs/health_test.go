@@ -11,7 +11,7 @@ import (
 	"github.com/composebox/composebox/internal/testutil"
 )
 
-// Seed 001's check_health: a 2.5 s bound and four states. Each fake engine below is a unix
+// The engine health check: a 2.5 s bound and four states. Each fake engine below is a unix
 // socket in the test's temp dir, named through DOCKER_HOST.
 
 // fakeEngine listens on a fresh unix socket and points DOCKER_HOST at it.
@@ -28,7 +28,7 @@ func fakeEngine(t *testing.T) net.Listener {
 	return l
 }
 
-// seed 001: "docker daemon ready (server X.Y.Z)".
+// "docker daemon ready (server X.Y.Z)".
 func TestHealthSeed001Ready(t *testing.T) {
 	testutil.Docker(t)
 	h := CheckHealth(t.Context(), HealthOptions{})
@@ -40,7 +40,7 @@ func TestHealthSeed001Ready(t *testing.T) {
 	}
 }
 
-// seed 001: "docker CLI not found"; composebox's counterpart is a missing socket or an
+// "docker CLI not found"; composebox's counterpart is a missing socket or an
 // endpoint that cannot be resolved.
 func TestHealthSeed001Missing(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
@@ -61,7 +61,7 @@ func TestHealthSeed001Missing(t *testing.T) {
 	}
 }
 
-// seed 001: "docker check timed out": the engine accepts the connection but never answers.
+// "docker check timed out": the engine accepts the connection but never answers.
 func TestHealthSeed001TimedOut(t *testing.T) {
 	l := fakeEngine(t)
 	held := make(chan net.Conn, 16)
@@ -93,11 +93,11 @@ func TestHealthSeed001TimedOut(t *testing.T) {
 		t.Errorf("the check took %s with a 300ms timeout", d)
 	}
 	if HealthTimeout != 2500*time.Millisecond {
-		t.Errorf("default timeout %s, want seed 001's 2.5s", HealthTimeout)
+		t.Errorf("default timeout %s, want 2.5s", HealthTimeout)
 	}
 }
 
-// seed 001: "docker daemon unavailable": the engine answers with an error, or the socket
+// "docker daemon unavailable": the engine answers with an error, or the socket
 // refuses connections.
 func TestHealthSeed001Unavailable(t *testing.T) {
 	l := fakeEngine(t)

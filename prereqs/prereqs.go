@@ -51,7 +51,7 @@ type Report struct {
 // Options tunes Doctor. The zero value checks the default setup.
 type Options struct {
 	PingTimeout time.Duration // default engine.DefaultPingTimeout
-	Busybox     string        // default images.DefaultBusybox
+	Busybox     string        // default imagespec.DefaultBusybox
 	// Extra are checks computed by the caller (the policy in force, say), appended as given.
 	Extra []Check
 	// Subnets is the managed-subnet configuration whose pool capacity to report.
@@ -76,7 +76,7 @@ var knownDrivers = map[string]Status{
 func Doctor(ctx context.Context, opts Options) Report {
 	var checks []Check
 	c, info, err := engine.Connect(ctx, opts.PingTimeout)
-	// Seed 001's health check (health.go), in its four states, second after the daemon line;
+	// The engine health check (health.go), in its four states, second after the daemon line;
 	// over the connection just made when there is one.
 	hopts := HealthOptions{}
 	if err == nil {
@@ -132,7 +132,7 @@ func driverCheck(sys system.Info) Check {
 	return Check{Name: "storage_driver", Status: Pass, Detail: sys.Driver}
 }
 
-// Require checks what a task cannot start without (CONTRACT section 8): a daemon answering
+// Require checks what a task cannot start without: a daemon answering
 // within the ping timeout, API >= 1.41 and a storage driver. It returns an ErrPrerequisite.
 func Require(ctx context.Context, c client.APIClient, timeout time.Duration) (engine.Info, error) {
 	info, err := engine.Ping(ctx, c, timeout)

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/images"
 )
 
@@ -201,7 +202,7 @@ func runChild(ctx context.Context, name string, o options, out any) error {
 func buildWeb(ctx context.Context, o options) (string, error) {
 	tag := benchWebRepo + ":scale"
 	cmd := exec.CommandContext(ctx, "docker", "build", "-q", "-t", tag,
-		"--label", labelBench+"=scale", "--build-arg", "BASE="+o.BaseImage, filepath.Join(o.Project, "web"))
+		"--label", labels.LabelBench+"=scale", "--build-arg", "BASE="+o.BaseImage, filepath.Join(o.Project, "web"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build %s for the baseline: %w: %s", tag, err, strings.TrimSpace(string(out)))
 	}

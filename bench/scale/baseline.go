@@ -17,7 +17,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
-	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
 )
 
 // baseInfo says which compose CLI the baseline drives.
@@ -175,7 +175,7 @@ func (p *cliProject) Up(ctx context.Context) error {
 func (p *cliProject) pollReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	f := filters.NewArgs(filters.Arg("label", cleanup.ProjectLabel+"="+p.name))
+	f := filters.NewArgs(filters.Arg("label", labels.ComposeProjectLabel+"="+p.name))
 	for {
 		ctrs, err := p.b.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 		if err != nil {
@@ -259,10 +259,10 @@ func writeOverride(path string, info baseInfo, services []string, images map[str
 	if !info.V2 {
 		b.WriteString("version: \"3.8\"\n")
 	}
-	labels := fmt.Sprintf("{%s: \"true\", %s: %s, %s: scale}", cleanup.LabelManaged, cleanup.LabelTask, taskCLI, labelBench)
+	lbl := fmt.Sprintf("{%s: \"true\", %s: %s, %s: scale}", labels.LabelManaged, labels.LabelTask, taskCLI, labels.LabelBench)
 	b.WriteString("services:\n")
 	for _, s := range services {
-		fmt.Fprintf(&b, "  %s:\n    init: true\n    labels: %s\n", s, labels)
+		fmt.Fprintf(&b, "  %s:\n    init: true\n    labels: %s\n", s, lbl)
 		if img, ok := images[s]; ok {
 			fmt.Fprintf(&b, "    image: %s\n", img)
 			if info.V2 {
@@ -270,6 +270,6 @@ func writeOverride(path string, info baseInfo, services []string, images map[str
 			}
 		}
 	}
-	fmt.Fprintf(&b, "networks:\n  default:\n    labels: %s\n", labels)
+	fmt.Fprintf(&b, "networks:\n  default:\n    labels: %s\n", lbl)
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }

@@ -1,4 +1,4 @@
-// Command scale is composebox's scale benchmark (`make bench`, issue 8). In one run it measures,
+// Command scale is composebox's scale benchmark (`make bench`). In one run it measures,
 // side by side, the composebox library against a baseline that drives the compose CLI one
 // process per operation, the way the Python harnesses do:
 //
@@ -69,7 +69,6 @@ const (
 	taskCbx      = "cbxbench"     // composebox, multi-service (throughput, latency)
 	taskCbxCap   = "cbxbench-cap" // composebox, capacity
 	taskCLI      = "cbxbench-cli" // baseline, every phase
-	labelBench   = "dev.composebox.bench"
 	benchWebRepo = "cbxbench/web"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
-	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/orchestrator"
 )
 
@@ -416,7 +416,7 @@ func execAll[T any](ctx context.Context, live []T, conc int, check func(ctx cont
 // subnetsOf describes how a project's networks are numbered: their subnets, and whether the
 // creator chose them (explicit IPAM config on the network) or the daemon did.
 func subnetsOf(ctx context.Context, c client.APIClient, project string) string {
-	nets, err := c.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", cleanup.ProjectLabel+"="+project))})
+	nets, err := c.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labels.ComposeProjectLabel+"="+project))})
 	if err != nil || len(nets) == 0 {
 		return "no network"
 	}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/composebox/composebox/cleanup/labels"
 )
 
 func TestPercentile(t *testing.T) {
@@ -74,7 +76,7 @@ func TestWriteOverride(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := string(b)
-		for _, want := range []string{"dev.composebox.managed: \"true\"", "dev.composebox.task: " + taskCLI, "image: cbxbench/web:scale", "init: true", "networks:\n  default:\n    labels:"} {
+		for _, want := range []string{labels.LabelManaged + ": \"true\"", labels.LabelTask + ": " + taskCLI, "image: cbxbench/web:scale", "init: true", "networks:\n  default:\n    labels:"} {
 			if !strings.Contains(s, want) {
 				t.Errorf("%s override lacks %q:\n%s", tc.info.Version, want, s)
 			}

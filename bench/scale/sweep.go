@@ -17,6 +17,8 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/engine"
 )
 
@@ -33,9 +35,9 @@ func sweep(ctx context.Context, c client.APIClient) (int, error) {
 	removed := 0
 	var last error
 	for pass := 0; pass < 6; pass++ {
-		var projects []cleanup.Project
+		var projects []tracking.Project
 		for _, t := range benchTasks {
-			ps, err := cleanup.Plan(ctx, c, cleanup.Selector{All: true, Task: t})
+			ps, err := tracking.Plan(ctx, c, tracking.Selector{All: true, Task: t})
 			if err != nil {
 				return removed, err
 			}
@@ -48,7 +50,7 @@ func sweep(ctx context.Context, c client.APIClient) (int, error) {
 		if len(projects) == 0 && stray.empty() {
 			return removed, nil
 		}
-		results, err := cleanup.RemoveProjects(ctx, c, projects, cleanup.RemoveOptions{Projects: 8})
+		results, err := tracking.RemovePlanned(ctx, c, projects, cleanup.RemoveOptions{Projects: 8})
 		for _, r := range results {
 			if r.Err == nil {
 				removed++
@@ -84,7 +86,7 @@ func (l leftovers) String() string {
 func strays(ctx context.Context, c client.APIClient) (leftovers, error) {
 	var l leftovers
 	for _, t := range benchTasks {
-		f := filters.NewArgs(filters.Arg("label", cleanup.ManagedFilter), filters.Arg("label", cleanup.LabelTask+"="+t))
+		f := filters.NewArgs(filters.Arg("label", labels.ManagedFilter), filters.Arg("label", labels.LabelTask+"="+t))
 		ctrs, err := c.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 		if err != nil {
 			return l, fmt.Errorf("list containers: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -11,8 +12,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/engine"
 	"github.com/composebox/composebox/lifecycle"
+	"github.com/composebox/composebox/orchestrator"
 )
 
 type cleanupOptions struct {
@@ -75,20 +78,20 @@ container still uses is kept: add --stale to remove those projects first.
 	f.DurationVar(&opts.OlderThan, "older-than", 0, "only projects created more than this long ago")
 	f.BoolVar(&opts.DryRun, "dry-run", false, "print what would be removed, and remove nothing")
 	f.BoolVar(&opts.Images, "images", false, "also remove images built for tasks that have no live project")
-	f.StringVar(&opts.StateDir, "state-dir", "", "state cache directory (default $"+cleanup.StateDirEnv+", else the XDG data dir)")
+	f.StringVar(&opts.StateDir, "state-dir", "", "state cache directory (default $"+tracking.StateDirEnv+", else the XDG data dir)")
 	_ = f.MarkHidden("state-dir")
 	return cmd
 }
 
 // selector is the project selection the flags ask for; the zero Selector when only --images
 // (with or without --task) is given.
-func (o cleanupOptions) selector() (cleanup.Selector, error) {
-	sel := cleanup.Selector{Names: o.Names, All: o.All, Stale: o.Stale, Task: o.Task, OlderThan: o.OlderThan}
+func (o cleanupOptions) selector() (tracking.Selector, error) {
+	sel := tracking.Selector{Names: o.Names, All: o.All, Stale: o.Stale, Task: o.Task, OlderThan: o.OlderThan}
 	if o.Images && len(o.Names) == 0 && !o.All && !o.Stale {
 		if o.OlderThan != 0 {
 			return sel, errors.New("cleanup: --older-than narrows --all or --stale, not --images")
 		}
-		return cleanup.Selector{}, nil
+		return tracking.Selector{}, nil
 	}
 	if sel.IsZero() {
 		return sel, errors.New("cleanup: nothing selected: name projects or containers, or give --all, --stale or --images")
@@ -114,18 +117,18 @@ type cleanupResult struct {
 }
 
 type cleanupProjectResult struct {
-	cleanup.Project
+	tracking.Project
 	// Removed is nil in a dry run.
 	Removed *cleanup.Removed `json:"removed,omitempty"`
 	Error   string           `json:"error,omitempty"`
 }
 
-func runCleanup(ctx context.Context, g *globals, c client.APIClient, sel cleanup.Selector, opts cleanupOptions) error {
+func runCleanup(ctx context.Context, g *globals, c client.APIClient, sel tracking.Selector, opts cleanupOptions) error {
 	res := cleanupResult{DryRun: opts.DryRun, Projects: []cleanupProjectResult{}}
-	cache := cleanup.OpenCache(stateDir(opts.StateDir))
+	cache := tracking.OpenCache(stateDir(opts.StateDir))
 	var errs []error
 	if !sel.IsZero() {
-		planned, err := cleanup.Plan(ctx, c, sel)
+		planned, err := tracking.Plan(ctx, c, sel)
 		if err != nil {
 			return err
 		}
@@ -134,7 +137,7 @@ func runCleanup(ctx context.Context, g *globals, c client.APIClient, sel cleanup
 				res.Projects = append(res.Projects, cleanupProjectResult{Project: p})
 			}
 		} else {
-			results, err := cleanup.RemoveProjects(ctx, c, planned, cleanup.RemoveOptions{})
+			results, err := tracking.RemovePlanned(ctx, c, planned, cleanup.RemoveOptions{})
 			if err != nil {
 				errs = append(errs, err)
 			}
@@ -144,6 +147,10 @@ func runCleanup(ctx context.Context, g *globals, c client.APIClient, sel cleanup
 					pr.Error = r.Err.Error()
 				} else {
 					_ = cache.DeleteSample(r.Name)
+					// A layout task's sample bound a directory of its own: it goes too.
+					if err := os.RemoveAll(orchestrator.SampleDir(stateDir(opts.StateDir), r.Name)); err != nil {
+						pr.Error = err.Error()
+					}
 				}
 				res.Projects = append(res.Projects, pr)
 			}
@@ -151,7 +158,7 @@ func runCleanup(ctx context.Context, g *globals, c client.APIClient, sel cleanup
 		}
 	}
 	if opts.Images && ctx.Err() == nil {
-		rep, err := cleanup.PruneImages(ctx, c, cleanup.ImageOptions{Task: opts.Task, Cache: cache, DryRun: opts.DryRun})
+		rep, err := pruneImages(ctx, c, cache, opts)
 		res.Images = &rep
 		if err != nil {
 			errs = append(errs, err)
@@ -167,10 +174,20 @@ func runCleanup(ctx context.Context, g *globals, c client.APIClient, sel cleanup
 	return errors.Join(errs...)
 }
 
+// pruneImages removes the images of the tasks that have no live project and that no live
+// process holds.
+func pruneImages(ctx context.Context, c client.APIClient, cache *tracking.Cache, opts cleanupOptions) (cleanup.ImageReport, error) {
+	live, err := tracking.LiveTasks(ctx, c, cache)
+	if err != nil {
+		return cleanup.ImageReport{Removed: []cleanup.Image{}}, fmt.Errorf("prune images: %w", err)
+	}
+	return cleanup.PruneImages(ctx, c, cleanup.ImageOptions{Task: opts.Task, Keep: live, DryRun: opts.DryRun})
+}
+
 // pruneCache forgets cached samples whose projects are gone and holds of dead processes. The
 // cache is only a cache: failures are ignored.
-func pruneCache(ctx context.Context, c client.APIClient, cache *cleanup.Cache) {
-	left, err := cleanup.List(ctx, c)
+func pruneCache(ctx context.Context, c client.APIClient, cache *tracking.Cache) {
+	left, err := tracking.List(ctx, c)
 	if err != nil {
 		return
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/docker/docker/api/types/filters"
 
 	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/orchestrator"
 )
@@ -28,12 +30,12 @@ func TestKilledOwnersSampleIsStaleAndCleanedUp(t *testing.T) {
 	for i := range 20 {
 		owner := startOwner(t, "own", task)
 		got := lsJSON(t, task)
-		if p, ok := got[owner.project]; !ok || p.Status != cleanup.StatusAlive || p.Stale || p.Owner != owner.owner {
+		if p, ok := got[owner.project]; !ok || p.Status != tracking.StatusAlive || p.Stale || p.Owner != owner.owner {
 			t.Fatalf("run %d: ls before the kill: %+v, want %s alive, owned by %s", i, got, owner.project, owner.owner)
 		}
 		owner.kill()
 		got = lsJSON(t, task)
-		if p, ok := got[owner.project]; !ok || p.Status != cleanup.StatusStale || !p.Stale || p.Containers != 1 {
+		if p, ok := got[owner.project]; !ok || p.Status != tracking.StatusStale || !p.Stale || p.Containers != 1 {
 			t.Fatalf("run %d: ls after kill -9: %+v, want %s stale with its container", i, got, owner.project)
 		}
 		res := cleanupJSON(t, "--stale", "--task", task)
@@ -89,7 +91,7 @@ func TestLiveOwnersProjectsAreNeverRemoved(t *testing.T) {
 		t.Fatal("a's watchdog still running")
 	}
 	got := lsJSON(t, task)
-	if p, ok := got[b.project]; !ok || p.Status != cleanup.StatusAlive || p.Containers != 1 {
+	if p, ok := got[b.project]; !ok || p.Status != tracking.StatusAlive || p.Containers != 1 {
 		t.Fatalf("b's project after a's death: %+v", got)
 	}
 	if res := cleanupJSON(t, "--stale", "--task", task); len(res.Projects) != 0 {
@@ -121,7 +123,7 @@ func TestDetachedSampleSurvivesStaleCleanupAndReaper(t *testing.T) {
 		t.Fatal("the watchdog did not exit after its owner")
 	}
 	got := lsJSON(t, task)
-	if p, ok := got[up.project]; !ok || p.Status != cleanup.StatusDetached || p.Stale || p.Owner != cleanup.OwnerDetached || p.Containers != 1 {
+	if p, ok := got[up.project]; !ok || p.Status != tracking.StatusDetached || p.Stale || p.Owner != labels.OwnerDetached || p.Containers != 1 {
 		t.Fatalf("ls: %+v, want %s detached", got, up.project)
 	}
 	if res := cleanupJSON(t, "--stale"); slices.Contains(removedNames(res), up.project) {
@@ -156,7 +158,7 @@ func TestKilledRunBinaryIsStale(t *testing.T) {
 	var project string
 	if !poll(30*time.Second, func() bool {
 		for name, p := range lsJSON(t, task) {
-			if p.Status == cleanup.StatusAlive && p.Containers == 1 {
+			if p.Status == tracking.StatusAlive && p.Containers == 1 {
 				project = name
 				return true
 			}
@@ -254,7 +256,7 @@ func TestCleanupByContainerNameDryRunAndTwice(t *testing.T) {
 	}
 }
 
-// Cleanup of 20 two-service projects at once; the closing note of issue #6 quotes its time.
+// Cleanup of 20 two-service projects at once, with the time it took in the log.
 func TestCleanupAllOfTwentyTwoServiceProjects(t *testing.T) {
 	o := newLib(t, orchestrator.WithMaxConcurrentSamples(8))
 	c := o.Client()
@@ -291,7 +293,7 @@ func TestVerbsWorkWithTheStateFileDeleted(t *testing.T) {
 	o := newLib(t, orchestrator.WithStateDir(dir))
 	task := uniqueTask("nostate")
 	ss := samples(t, o, task, twoServices, 2)
-	if recs, err := cleanup.OpenCache(dir).Samples(); err != nil || len(recs) != 2 {
+	if recs, err := tracking.OpenCache(dir).Samples(); err != nil || len(recs) != 2 {
 		t.Fatalf("state cache before the deletion: %v, %v", recs, err)
 	}
 	if err := os.RemoveAll(dir); err != nil {
@@ -367,7 +369,7 @@ func TestCleanupImages(t *testing.T) {
 	}
 	// The task is still held by this process until Task.Cleanup forgets it (the endTracking
 	// hook); forget it here in case that hook is not wired in.
-	_ = cleanup.OpenCache(state).DeleteTask(name, cleanup.SelfOwner())
+	_ = tracking.OpenCache(state).DeleteTask(name, labels.SelfOwner())
 
 	res = cleanupJSON(t, "--images", "--task", name, "--state-dir", state, "--dry-run")
 	if len(res.Images.Removed) != 1 || res.Images.BytesReclaimed < int64(len(blob)) {

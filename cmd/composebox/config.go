@@ -2,15 +2,20 @@ package main
 
 import (
 	"context"
-	"path/filepath"
+	"encoding/json"
+	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/compose"
+	"github.com/composebox/composebox/orchestrator"
 )
 
 type configOptions struct {
-	Task string
+	Task  string
+	flags taskFlags
 }
 
 func newConfigCmd(g *globals) *cobra.Command {
@@ -18,59 +23,102 @@ func newConfigCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config [PATH]",
 		Short: "Print the resolved, normalised project",
-		Long: `Resolves PATH (default "."): a compose file, a directory, a Dockerfile, or a directory without
-either for the default image. Loads it as a sample would get it (interpolation, .env, extends,
-the composebox labels, init and the short stop grace), checks it against the security policy and
-prints it as YAML, or as JSON with --json. Nothing is built or started.`,
+		Long: `Resolves PATH (default "."): a compose file, a directory, a Harbor or Terminal-Bench task, a
+Dockerfile, or a directory without either for the default image. Loads it as a sample would get it
+(interpolation, .env, extends, the per-sample variables, the composebox labels, init and the short
+stop grace), checks it against the security policy and prints it as YAML, or as JSON with --json,
+with the policy in force under x-composebox-policy. Every problem is listed at once, each with the
+flag that would allow it. Nothing is built or started.
+
+What composebox changed so that samples can run side by side (a container_name turned into a
+network alias, a fixed host port made ephemeral, an external network made the sample's own, a
+fixed name prefixed) is listed in comments at the top of the YAML, and as "adaptations" in the
+JSON.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path := "."
+			path := ""
 			if len(args) == 1 {
 				path = args[0]
+			}
+			if path == "" && len(opts.flags.Files) == 0 {
+				path = "."
 			}
 			return runConfig(cmd.Context(), g, path, opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Task, "task", "", "task name (default: the project directory's name)")
+	cmd.Flags().StringVar(&opts.Task, "task", "", "task name (default: the layout's, else the directory's)")
+	opts.flags.register(cmd.Flags())
 	return cmd
 }
 
-func runConfig(ctx context.Context, g *globals, path string, opts configOptions) error {
-	r, err := compose.Resolve(path, compose.ResolveOptions{})
+func runConfig(ctx context.Context, g *globals, arg string, opts configOptions) error {
+	lopts, err := opts.flags.loadOptions()
 	if err != nil {
 		return err
 	}
-	proj, err := compose.Load(ctx, r, compose.LoadOptions{Logger: g.log})
+	path, files := opts.flags.path(arg)
+	r, err := compose.Resolve(path, compose.ResolveOptions{ExtraFiles: files})
 	if err != nil {
 		return err
 	}
-	policy := compose.DefaultPolicy()
-	if err := policy.Check(proj); err != nil {
+	task := opts.Task
+	if task == "" {
+		task = r.TaskName
+	}
+	sample := compose.NewSampleID()
+	name := compose.ProjectName(task, sample)
+	vars := r.SampleVars(name, orchestrator.SampleDir(tracking.DefaultStateDir(), name))
+	policy := lopts.Policy.AllowingDirs(vars.DirPaths()...)
+	lopts.Policy, lopts.Logger, lopts.SampleEnv, lopts.Name = &policy, g.log, vars.Env, name
+	adaptations := []compose.Adaptation{}
+	norm := compose.NormalizeOptions{Name: name, Task: task, Sample: sample,
+		OnAdapt: func(a compose.Adaptation) { adaptations = append(adaptations, a) }}
+	proj, err := compose.Prepare(ctx, r, lopts, norm)
+	if err != nil {
 		return err
 	}
 	policy.ApplyDefaults(proj)
-	task := opts.Task
-	if task == "" {
-		task = filepath.Base(r.WorkingDir)
-	}
-	sample := compose.NewSampleID()
-	proj, err = compose.Normalize(proj, compose.NormalizeOptions{
-		Name:   compose.ProjectName(task, sample),
-		Task:   task,
-		Sample: sample,
-	})
-	if err != nil {
+	adaptations = adaptations[:0] // Prepare's trial normalisation reported them once already
+	if proj, err = compose.Normalize(proj, norm); err != nil {
 		return err
 	}
-	var out []byte
+	if proj.Extensions == nil {
+		proj.Extensions = map[string]any{}
+	}
+	proj.Extensions[compose.PolicyExtension] = policy
 	if g.JSON {
-		out, err = proj.MarshalJSON()
-	} else {
-		out, err = proj.MarshalYAML()
+		out, err := proj.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		return printConfigJSON(g, out, adaptations)
 	}
+	out, err := proj.MarshalYAML()
 	if err != nil {
 		return err
 	}
-	_, err = g.stdout.Write(out)
+	var b strings.Builder
+	if len(adaptations) > 0 {
+		b.WriteString("# Adapted so that samples of this project can run side by side:\n")
+		for _, a := range adaptations {
+			fmt.Fprintf(&b, "#   %s\n", a.Message)
+		}
+	}
+	b.Write(out)
+	_, err = g.stdout.Write([]byte(b.String()))
 	return err
+}
+
+// printConfigJSON prints the project's JSON with one more member, "adaptations".
+func printConfigJSON(g *globals, project []byte, adaptations []compose.Adaptation) error {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(project, &doc); err != nil {
+		return err
+	}
+	a, err := json.Marshal(adaptations)
+	if err != nil {
+		return err
+	}
+	doc["adaptations"] = a
+	return g.printJSON(doc)
 }

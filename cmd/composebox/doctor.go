@@ -5,7 +5,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/composebox/composebox/compose"
 	"github.com/composebox/composebox/internal/engine"
 	"github.com/composebox/composebox/internal/images"
 	"github.com/composebox/composebox/prereqs"
@@ -13,6 +12,7 @@ import (
 
 type doctorOptions struct {
 	Build bool
+	flags taskFlags
 }
 
 func newDoctorCmd(g *globals) *cobra.Command {
@@ -26,6 +26,7 @@ func newDoctorCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Build, "build", false, "build the base image first if it is missing")
+	opts.flags.registerPolicy(cmd.Flags())
 	return cmd
 }
 
@@ -40,7 +41,11 @@ func runDoctor(cmd *cobra.Command, g *globals, opts doctorOptions) error {
 			}
 		}
 	}
-	policy := prereqs.Check{Name: "policy", Status: prereqs.Pass, Detail: compose.DefaultPolicy().Summary()}
+	p, err := opts.flags.policy()
+	if err != nil {
+		return err
+	}
+	policy := prereqs.Check{Name: "policy", Status: prereqs.Pass, Detail: p.Summary()}
 	sn, err := g.subnets()
 	if err != nil {
 		return usageError{err}

@@ -2,12 +2,15 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/engine"
 	"github.com/composebox/composebox/lifecycle"
+	"github.com/composebox/composebox/orchestrator"
 )
 
 func newDownCmd(g *globals) *cobra.Command {
@@ -39,6 +42,12 @@ func runDown(cmd *cobra.Command, g *globals, projects []string) error {
 	var firstErr error
 	for _, p := range projects {
 		removed, err := cleanup.RemoveProject(ctx, lifecycle.Retrying(c, lifecycle.RetryPolicy{}, g.log), p, cleanup.RemoveOptions{})
+		if err == nil {
+			// The directory a sample of a layout task bound (its log paths) goes with it.
+			if rerr := os.RemoveAll(orchestrator.SampleDir(tracking.DefaultStateDir(), p)); rerr != nil {
+				err = fmt.Errorf("remove the directory of %s: %w", p, rerr)
+			}
+		}
 		results = append(results, downResult{Project: p, Removed: removed})
 		if err != nil && firstErr == nil {
 			firstErr = err

@@ -124,7 +124,7 @@ func (g *globals) streamExec(ctx context.Context, sb *orchestrator.Sandbox, req 
 	return g.execOutcome(res, err, true)
 }
 
-// execJSON is the JSON shape of exec (CONTRACT section 9).
+// execJSON is the JSON shape of exec with --json: a fixed surface that scripts parse.
 type execJSON struct {
 	ExitCode        int    `json:"exit_code"`
 	Stdout          string `json:"stdout"`

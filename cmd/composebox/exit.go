@@ -8,7 +8,7 @@ import (
 	"github.com/composebox/composebox/internal/errdefs"
 )
 
-// Exit codes (CONTRACT section 9).
+// Exit codes, a fixed surface that scripts rely on (the README lists them).
 const (
 	exitOK          = 0
 	exitUsage       = 2

@@ -10,14 +10,14 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/spf13/cobra"
 
-	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/engine"
 )
 
 type lsOptions struct {
 	// All also lists projects whose owner is on another host (or unreadable).
 	All bool
-	// StateDir is the state cache's directory (default: cleanup.DefaultStateDir()).
+	// StateDir is the state cache's directory (default: tracking.DefaultStateDir()).
 	StateDir string
 }
 
@@ -33,8 +33,11 @@ STATUS is alive (the owner process runs), stale (the owner process is dead: 'cle
 removes it), detached (handed over by 'up': never stale) or unknown (the owner is on another
 host). Without --all, projects of other hosts are left out.
 
+PORTS lists the host ports the project's containers publish, as the engine bound them (an
+ephemeral one where the compose file fixed a port).
+
 With --json, prints an array of {name, task, sample, owner, status, stale, created, containers,
-networks, volumes, config, container_names}.`,
+networks, volumes, config, container_names, ports}.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -47,16 +50,16 @@ networks, volumes, config, container_names}.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&opts.All, "all", "a", false, "also list projects whose owner is on another host")
-	cmd.Flags().StringVar(&opts.StateDir, "state-dir", "", "state cache directory (default $"+cleanup.StateDirEnv+", else the XDG data dir)")
+	cmd.Flags().StringVar(&opts.StateDir, "state-dir", "", "state cache directory (default $"+tracking.StateDirEnv+", else the XDG data dir)")
 	_ = cmd.Flags().MarkHidden("state-dir")
 	return cmd
 }
 
 // lsEntry is one line of `ls`: the project as its labels describe it.
-type lsEntry = cleanup.Project
+type lsEntry = tracking.Project
 
 func runLs(ctx context.Context, g *globals, c client.APIClient, opts lsOptions) error {
-	projects, err := cleanup.List(ctx, c)
+	projects, err := tracking.List(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -74,11 +77,15 @@ func runLs(ctx context.Context, g *globals, c client.APIClient, opts lsOptions) 
 		return g.printJSON(shown)
 	}
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROJECT\tTASK\tSAMPLE\tSTATUS\tCREATED\tCONTAINERS\tNETWORKS\tVOLUMES\tOWNER")
+	fmt.Fprintln(tw, "PROJECT\tTASK\tSAMPLE\tSTATUS\tCREATED\tCONTAINERS\tNETWORKS\tVOLUMES\tOWNER\tPORTS")
 	now := time.Now()
 	for _, p := range shown {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", p.Name, dash(p.Task), dash(p.Sample), p.Status,
-			age(now, p.Created), p.Containers, p.Networks, p.Volumes, dash(p.Owner))
+		ports := make([]string, len(p.Ports))
+		for i, port := range p.Ports {
+			ports[i] = port.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", p.Name, dash(p.Task), dash(p.Sample), p.Status,
+			age(now, p.Created), p.Containers, p.Networks, p.Volumes, dash(p.Owner), dash(strings.Join(ports, ",")))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -90,16 +97,16 @@ func runLs(ctx context.Context, g *globals, c client.APIClient, opts lsOptions) 
 }
 
 // otherHost reports a project whose owner runs on another host (or cannot be read).
-func otherHost(p cleanup.Project) bool { return p.Status == cleanup.StatusUnknown }
+func otherHost(p tracking.Project) bool { return p.Status == tracking.StatusUnknown }
 
 // fillFromCache adds what only the state cache knows (the config of a project whose containers
 // are gone). The cache is optional: any failure to read it is ignored.
-func fillFromCache(projects []cleanup.Project, dir string) {
-	records, err := cleanup.OpenCache(dir).Samples()
+func fillFromCache(projects []tracking.Project, dir string) {
+	records, err := tracking.OpenCache(dir).Samples()
 	if err != nil || len(records) == 0 {
 		return
 	}
-	byProject := map[string]cleanup.SampleRecord{}
+	byProject := map[string]tracking.SampleRecord{}
 	for _, r := range records {
 		byProject[r.Project] = r
 	}
@@ -114,7 +121,7 @@ func stateDir(flag string) string {
 	if flag != "" {
 		return flag
 	}
-	return cleanup.DefaultStateDir()
+	return tracking.DefaultStateDir()
 }
 
 func dash(s string) string {

@@ -23,8 +23,8 @@ func TestLsTable(t *testing.T) {
 			row = l
 		}
 	}
-	if f := strings.Fields(row); len(f) != 10 || f[1] != task || f[3] != "alive" || f[6] != "1" {
-		t.Errorf("row %q: want the project, its task, alive, 1 container", row)
+	if f := strings.Fields(row); len(f) != 11 || f[1] != task || f[3] != "alive" || f[6] != "1" || f[10] != "-" {
+		t.Errorf("row %q: want the project, its task, alive, 1 container, no port", row)
 	}
 }
 

@@ -21,6 +21,8 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/orchestrator"
 )
@@ -88,7 +90,7 @@ func TestHelperOwner(t *testing.T) {
 			fail(err)
 		}
 	}
-	fmt.Printf("CBX-PROJECT %s\nCBX-OWNER %s\n", s.Project(), cleanup.SelfOwner())
+	fmt.Printf("CBX-PROJECT %s\nCBX-OWNER %s\n", s.Project(), labels.SelfOwner())
 	if strings.HasPrefix(mode, "detach") {
 		os.Exit(0)
 	}
@@ -186,14 +188,14 @@ func uniqueTask(name string) string {
 // removeTaskProjects removes, at the end of the test, every project of task whoever owns it.
 func removeTaskProjects(t *testing.T, c client.APIClient, task string) {
 	t.Cleanup(func() {
-		if _, err := cleanup.Remove(context.Background(), c, cleanup.Selector{All: true, Task: task}, cleanup.RemoveOptions{}); err != nil {
+		if _, err := tracking.Sweep(context.Background(), c, tracking.Selector{All: true, Task: task}, cleanup.RemoveOptions{}); err != nil {
 			t.Errorf("remove projects of %s: %v", task, err)
 		}
 	})
 }
 
-func taskLabel(task string) string       { return cleanup.LabelTask + "=" + task }
-func projectLabel(project string) string { return cleanup.ProjectLabel + "=" + project }
+func taskLabel(task string) string       { return labels.LabelTask + "=" + task }
+func projectLabel(project string) string { return labels.ComposeProjectLabel + "=" + project }
 
 // poll checks cond until it holds or d passes, and reports whether it held.
 func poll(d time.Duration, cond func() bool) bool {
@@ -210,17 +212,17 @@ func poll(d time.Duration, cond func() bool) bool {
 }
 
 // lsJSON runs `ls --all --json` and returns the projects of task by name.
-func lsJSON(t *testing.T, task string, extra ...string) map[string]cleanup.Project {
+func lsJSON(t *testing.T, task string, extra ...string) map[string]tracking.Project {
 	t.Helper()
 	code, out, errOut := runCLI(t, append([]string{"ls", "--all", "--json"}, extra...)...)
 	if code != 0 {
 		t.Fatalf("ls: exit %d\n%s%s", code, out, errOut)
 	}
-	var list []cleanup.Project
+	var list []tracking.Project
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		t.Fatalf("ls --json: %v\n%s", err, out)
 	}
-	got := map[string]cleanup.Project{}
+	got := map[string]tracking.Project{}
 	for _, p := range list {
 		if p.Task == task {
 			got[p.Name] = p

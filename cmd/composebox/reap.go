@@ -7,7 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/cleanup/tracking"
 )
 
 type reapOptions struct {
@@ -41,10 +42,10 @@ func runReap(ctx context.Context, g *globals, opts reapOptions) error {
 	if opts.Owner == "" {
 		return usageError{fmt.Errorf("reap: --owner is required")}
 	}
-	if _, err := cleanup.ParseOwner(opts.Owner); err != nil {
+	if _, err := labels.ParseOwner(opts.Owner); err != nil {
 		return usageError{err}
 	}
-	results, err := cleanup.Reap(ctx, opts.Owner, cleanup.ReapOptions{Interval: opts.Interval})
+	results, err := tracking.Reap(ctx, opts.Owner, tracking.ReapOptions{Interval: opts.Interval})
 	out := make([]cleanupProjectResult, 0, len(results))
 	for _, r := range results {
 		pr := cleanupProjectResult{Project: r.Project, Removed: &r.Removed}

@@ -132,7 +132,8 @@ func (g *globals) printJSON(v any) error {
 	return writeJSON(g.stdout, v)
 }
 
-// report prints err per CONTRACT section 9 and returns the exit code.
+// report prints err as `composebox: <kind>: <message>` on stderr (and, with --json, as an error
+// document on stdout) and returns the exit code.
 func (g *globals) report(ctx context.Context, err error) int {
 	var ee exitError
 	if errors.As(err, &ee) && ee.silent {

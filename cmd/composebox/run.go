@@ -18,7 +18,7 @@ type runOptions struct {
 	Ready   time.Duration
 	Reaper  bool
 
-	// The one-shot single-container form (seeds 001 and 002), selected by --image.
+	// The one-shot single-container form, selected by --image.
 	Image     string
 	Memory    string
 	CPUs      float64
@@ -27,13 +27,14 @@ type runOptions struct {
 	Mounts    []string
 	Workspace string
 	Workdir   string
-	Env       []string
 	User      string
 	HostUser  bool
+
+	flags taskFlags // -e is the container's environment with --image
 }
 
 // imageOnlyFlags make sense only with --image.
-var imageOnlyFlags = []string{"memory", "cpus", "pids", "network", "mount", "workspace", "workdir", "env", "user", "host-user"}
+var imageOnlyFlags = []string{"memory", "cpus", "pids", "network", "mount", "workspace", "workdir", "user", "host-user"}
 
 func newRunCmd(g *globals) *cobra.Command {
 	var opts runOptions
@@ -43,10 +44,10 @@ func newRunCmd(g *globals) *cobra.Command {
 		Long: `Up, exec and down in one go: starts one sample of PATH (as 'up' does), runs CMD in the default
 service with its output streamed, removes the sample (also on Ctrl-C), and exits with CMD's code.
 
-With --image, runs CMD once in a fresh container of IMG instead (seeds 001 and 002: create, exec,
-remove), with no network unless --network bridge, the given limits, and --workspace HOSTDIR
-bind-mounted read-write at the workdir (default /workspace), so that the command's file edits land
-on the host. IMG must be present locally: composebox never pulls.`,
+With --image, runs CMD once in a fresh container of IMG instead (create, exec, remove, as
+docker run --rm does), with no network unless --network bridge, the given limits, and
+--workspace HOSTDIR bind-mounted read-write at the workdir (default /workspace), so that the
+command's file edits land on the host. IMG must be present locally: composebox never pulls.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, argv := "", args
@@ -58,6 +59,11 @@ on the host. IMG must be present locally: composebox never pulls.`,
 			if len(argv) == 0 {
 				return usageError{errUsage("run: no command after --")}
 			}
+			img, err := opts.oneShotImage()
+			if err != nil {
+				return err
+			}
+			opts.Image = img
 			if opts.Image == "" {
 				for _, f := range imageOnlyFlags {
 					if cmd.Flags().Changed(f) {
@@ -66,8 +72,13 @@ on the host. IMG must be present locally: composebox never pulls.`,
 				}
 				return runRun(cmd.Context(), g, path, argv, opts)
 			}
-			if path != "" {
-				return usageError{errUsage("run: give either PATH or --image, not both")}
+			if path != "" || len(opts.flags.Files) > 0 {
+				return usageError{errUsage("run: give either PATH (or -f) or --image IMG, not both")}
+			}
+			for _, f := range []string{"env-file", "pass-env"} {
+				if cmd.Flags().Changed(f) {
+					return usageError{fmt.Errorf("run: --%s is for a compose file's interpolation, not --image (use -e)", f)}
+				}
 			}
 			spec, err := opts.containerSpec()
 			if err != nil {
@@ -81,7 +92,6 @@ on the host. IMG must be present locally: composebox never pulls.`,
 	f.DurationVar(&opts.Timeout, "timeout", 0, "kill the command after this long (exit 124)")
 	f.DurationVar(&opts.Ready, "ready-timeout", 0, "readiness budget (default: derived from the healthchecks)")
 	f.BoolVar(&opts.Reaper, "reaper", false, "start a watchdog that removes the sample if composebox dies without cleaning up")
-	f.StringVar(&opts.Image, "image", "", "run CMD once in a fresh container of this local image instead of a compose project")
 	f.StringVar(&opts.Memory, "memory", "", "with --image: memory limit, e.g. 512m or 1g")
 	f.Float64Var(&opts.CPUs, "cpus", 0, "with --image: CPU limit, e.g. 1 or 0.5")
 	f.Int64Var(&opts.Pids, "pids", 0, "with --image: limit on the number of processes")
@@ -89,9 +99,10 @@ on the host. IMG must be present locally: composebox never pulls.`,
 	f.StringArrayVar(&opts.Mounts, "mount", nil, "with --image: bind mount HOST:CTR[:ro] (repeatable; relative HOST: against --workspace)")
 	f.StringVar(&opts.Workspace, "workspace", "", "with --image: host directory mounted read-write at the workdir")
 	f.StringVar(&opts.Workdir, "workdir", "", "with --image: working directory in the container (default /workspace)")
-	f.StringArrayVarP(&opts.Env, "env", "e", nil, "with --image: environment variable K=V (repeatable)")
 	f.StringVarP(&opts.User, "user", "u", "", "with --image: user, a name or uid[:gid]")
 	f.BoolVar(&opts.HostUser, "host-user", false, "with --image: run as this process's uid:gid, so files in the workspace stay yours")
+	opts.flags.register(f)
+	f.Lookup("image").Usage = "run SERVICE on image REF instead of its own (SERVICE=REF, repeatable); a lone IMG instead runs CMD once in a fresh container of that local image"
 	return cmd
 }
 
@@ -101,7 +112,12 @@ func runRun(ctx context.Context, g *globals, path string, argv []string, opts ru
 		return err
 	}
 	defer o.Close()
-	task, err := o.TaskInit(ctx, orchestrator.TaskSpec{Name: opts.Task, Path: path, ReadyTimeout: opts.Ready})
+	spec, sspec, err := opts.flags.specs(opts.Task, path)
+	if err != nil {
+		return err
+	}
+	spec.ReadyTimeout = opts.Ready
+	task, err := o.TaskInit(ctx, spec)
 	if err != nil {
 		return err
 	}
@@ -111,11 +127,44 @@ func runRun(ctx context.Context, g *globals, path string, argv []string, opts ru
 			err = cerr
 		}
 	}()
-	sample, err := task.SampleInit(ctx, orchestrator.SampleSpec{})
+	sample, err := task.SampleInit(ctx, sspec)
 	if err != nil {
 		return err
 	}
 	return g.streamExec(ctx, sample.Default(), orchestrator.ExecRequest{Cmd: argv, Timeout: opts.Timeout})
+}
+
+// oneShotImage tells run's two uses of --image apart: SERVICE=REF replaces a service's image in
+// PATH's project (repeatable), a lone IMG selects the one-shot single-container form. An image
+// reference never holds '='.
+func (opts runOptions) oneShotImage() (string, error) {
+	var lone, pairs []string
+	for _, v := range opts.flags.Images {
+		if strings.Contains(v, "=") {
+			pairs = append(pairs, v)
+		} else {
+			lone = append(lone, v)
+		}
+	}
+	switch {
+	case len(lone) == 0:
+		return "", nil
+	case len(lone) > 1 || len(pairs) > 0:
+		return "", usageError{fmt.Errorf("run: --image takes either one IMG (a one-shot container) or SERVICE=REF replacements, not %s",
+			strings.Join(opts.flags.Images, " and "))}
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"--default", opts.flags.Default != ""}, {"--agent-image", opts.flags.AgentImage != ""},
+		{"--profile", len(opts.flags.Profiles) > 0}, {"--metadata", len(opts.flags.Metadata) > 0},
+	} {
+		if f.set {
+			return "", usageError{fmt.Errorf("run: %s applies to a compose project, not to --image %s", f.name, lone[0])}
+		}
+	}
+	return lone[0], nil
 }
 
 // containerSpec turns the --image flags into a spec.
@@ -138,7 +187,7 @@ func (opts runOptions) containerSpec() (orchestrator.ContainerSpec, error) {
 		}
 		spec.Mounts = append(spec.Mounts, mount)
 	}
-	for _, kv := range opts.Env {
+	for _, kv := range opts.flags.Env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
 			return spec, fmt.Errorf("run: -e %q: want K=V", kv)
@@ -158,7 +207,11 @@ func (opts runOptions) containerSpec() (orchestrator.ContainerSpec, error) {
 // runImage is the one-shot form: Orchestrator.Run, with the output streamed (or, with --json,
 // printed as exec's JSON) and the command's exit code passed through.
 func runImage(ctx context.Context, g *globals, spec orchestrator.ContainerSpec, argv []string, opts runOptions) error {
-	o, err := g.orchestrator(opts.Reaper)
+	policy, err := opts.flags.orchestratorPolicy()
+	if err != nil {
+		return err
+	}
+	o, err := g.orchestrator(opts.Reaper, policy)
 	if err != nil {
 		return err
 	}

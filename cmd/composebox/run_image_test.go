@@ -10,12 +10,12 @@ import (
 
 	"github.com/docker/docker/api/types/filters"
 
-	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/compose"
 	"github.com/composebox/composebox/internal/testutil"
 )
 
-// seeds 001 and 002 through the CLI: `run --image` runs one command in a fresh container with
+// The one-shot form through the CLI: `run --image` runs one command in a fresh container with
 // the workspace bind-mounted (its edits land on the host), the limits applied, and the
 // command's exit code passed through; nothing is left afterwards.
 func TestRunImageSeed002PassesExitCodeAndEditsLand(t *testing.T) {
@@ -25,7 +25,7 @@ func TestRunImageSeed002PassesExitCodeAndEditsLand(t *testing.T) {
 	task := "cli-image-" + compose.NewSampleID()
 	t.Cleanup(func() {
 		// t.Context() is already done in cleanups.
-		n, err := testutil.Count(context.Background(), c, filters.Arg("label", cleanup.LabelTask+"="+task))
+		n, err := testutil.Count(context.Background(), c, filters.Arg("label", labels.LabelTask+"="+task))
 		if err != nil || n != 0 {
 			t.Errorf("%d resources of task %s left (%v)", n, task, err)
 		}
@@ -63,7 +63,7 @@ func TestRunImageSeed002PassesExitCodeAndEditsLand(t *testing.T) {
 	}
 }
 
-// seed 001: a mount the policy refuses and a network it forbids fail before anything starts;
+// A mount the policy refuses and a network it forbids fail before anything starts;
 // spec flags without --image, or with a PATH, are usage errors.
 func TestRunImageRejects(t *testing.T) {
 	img := testutil.BaseImage(t)

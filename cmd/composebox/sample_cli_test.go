@@ -7,23 +7,32 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/testutil"
 )
 
-// TestUpExecCpDown drives a sample through the verbs a person uses: up (which hands the sample
-// over as detached), exec with its exit codes, cp both ways, and down.
-func TestUpExecCpDown(t *testing.T) {
-	c := testutil.Docker(t)
-	t.Setenv("COMPOSEBOX_STATE_DIR", t.TempDir())
-	code, out, errOut := runCLI(t, "up", "--json", "--task", "cli-flow", filepath.Join("..", "..", "testdata", "projects", "multi-service"))
+// upJSON runs `up --json ARGS...`, registers a `down` of the project it started before
+// anything is asserted, and fails the test if up did not start one.
+func upJSON(t *testing.T, args ...string) upResult {
+	t.Helper()
+	code, out, errOut := runCLI(t, append([]string{"up", "--json"}, args...)...)
 	var up upResult
 	_ = json.Unmarshal([]byte(out), &up)
 	if up.Project != "" {
 		t.Cleanup(func() { runCLI(t, "down", up.Project) })
 	}
 	if code != 0 || up.Project == "" {
-		t.Fatalf("up: exit %d, stdout %q, stderr %q", code, out, errOut)
+		t.Fatalf("up %v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
 	}
+	return up
+}
+
+// TestUpExecCpDown drives a sample through the verbs a person uses: up (which hands the sample
+// over as detached), exec with its exit codes, cp both ways, and down.
+func TestUpExecCpDown(t *testing.T) {
+	c := testutil.Docker(t)
+	t.Setenv("COMPOSEBOX_STATE_DIR", t.TempDir())
+	up := upJSON(t, "--task", "cli-flow", filepath.Join("..", "..", "testdata", "projects", "multi-service"))
 	if len(up.Services) != 3 || up.Services[0].Name != "default" || !up.Services[0].Default || up.Services[0].WorkingDir != "/workspace" {
 		t.Errorf("up services %+v", up.Services)
 	}
@@ -50,7 +59,7 @@ func TestUpExecCpDown(t *testing.T) {
 		}
 	}
 	// Output streamed before a timeout is printed once, not again with the error.
-	code, out, _ = runCLI(t, "exec", "-p", p, "--timeout", "2s", "--", "sh", "-c", "echo partial; exec sleep 30")
+	code, out, _ := runCLI(t, "exec", "-p", p, "--timeout", "2s", "--", "sh", "-c", "echo partial; exec sleep 30")
 	if code != exitTimeout || out != "partial\n" {
 		t.Errorf("exec with partial output then timeout: exit %d, stdout %q", code, out)
 	}
@@ -83,13 +92,13 @@ func TestUpExecCpDown(t *testing.T) {
 	if code, _, errOut := runCLI(t, "cleanup", "--stale"); code != 0 {
 		t.Fatalf("cleanup --stale: exit %d, %s", code, errOut)
 	}
-	if n := testutil.Resources(t, c, "com.docker.compose.project="+p); n == 0 {
+	if n := testutil.Resources(t, c, labels.ComposeProjectLabel+"="+p); n == 0 {
 		t.Fatal("cleanup --stale removed a detached sample")
 	}
 	if code, _, errOut := runCLI(t, "down", p); code != 0 {
 		t.Fatalf("down: exit %d, %s", code, errOut)
 	}
-	if n := testutil.Resources(t, c, "com.docker.compose.project="+p); n != 0 {
+	if n := testutil.Resources(t, c, labels.ComposeProjectLabel+"="+p); n != 0 {
 		t.Errorf("%d resources left after down", n)
 	}
 	if code, _, _ := runCLI(t, "down", p); code != 0 {

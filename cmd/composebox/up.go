@@ -16,6 +16,7 @@ type upOptions struct {
 	Task    string
 	Timeout time.Duration
 	Reaper  bool
+	flags   taskFlags
 }
 
 func newUpCmd(g *globals) *cobra.Command {
@@ -23,9 +24,10 @@ func newUpCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "up [PATH]",
 		Short: "Start one sample of a task and leave it running",
-		Long: `Resolves PATH (a compose file, a directory, a Dockerfile, or nothing for the default image),
-builds what it needs, starts one sample and waits until every service is ready. The sample is left
-running; remove it with 'composebox down PROJECT'. Prints the project name (with --json, its services).`,
+		Long: `Resolves PATH (a compose file, a directory, a Harbor or Terminal-Bench task, a Dockerfile, or
+nothing for the default image), builds what it needs, starts one sample and waits until every
+service is ready. The sample is left running; remove it with 'composebox down PROJECT'. Prints the
+project name (with --json, its services and their published ports).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := ""
@@ -35,13 +37,14 @@ running; remove it with 'composebox down PROJECT'. Prints the project name (with
 			return runUp(cmd, g, path, opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Task, "task", "", "task name (default: the directory's name)")
+	cmd.Flags().StringVar(&opts.Task, "task", "", "task name (default: the layout's, else the directory's)")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 0, "readiness budget (default: derived from the healthchecks)")
 	cmd.Flags().BoolVar(&opts.Reaper, "reaper", false, "start a watchdog that removes the sample if composebox dies before it is ready")
+	opts.flags.register(cmd.Flags())
 	return cmd
 }
 
-// upResult is the JSON shape of `up` (CONTRACT section 9).
+// upResult is the JSON shape of `up` with --json: a fixed surface that scripts parse.
 type upResult struct {
 	Project  string          `json:"project"`
 	Services []upServiceJSON `json:"services"`
@@ -52,6 +55,9 @@ type upServiceJSON struct {
 	Container  string `json:"container"`
 	Default    bool   `json:"default"`
 	WorkingDir string `json:"working_dir"`
+	// Ports are the service's published ports as the engine bound them: an ephemeral host port
+	// where the file fixed one.
+	Ports []orchestrator.Port `json:"ports,omitempty"`
 }
 
 func runUp(cmd *cobra.Command, g *globals, path string, opts upOptions) error {
@@ -61,11 +67,16 @@ func runUp(cmd *cobra.Command, g *globals, path string, opts upOptions) error {
 		return err
 	}
 	defer o.Close()
-	task, err := o.TaskInit(ctx, orchestrator.TaskSpec{Name: opts.Task, Path: path, ReadyTimeout: opts.Timeout})
+	spec, sspec, err := opts.flags.specs(opts.Task, path)
 	if err != nil {
 		return err
 	}
-	sample, err := task.SampleInit(ctx, orchestrator.SampleSpec{})
+	spec.ReadyTimeout = opts.Timeout
+	task, err := o.TaskInit(ctx, spec)
+	if err != nil {
+		return err
+	}
+	sample, err := task.SampleInit(ctx, sspec)
 	if err != nil {
 		return err
 	}
@@ -76,7 +87,11 @@ func runUp(cmd *cobra.Command, g *globals, path string, opts upOptions) error {
 	}
 	res := upResult{Project: sample.Project()}
 	for _, sb := range sample.Sandboxes() {
-		res.Services = append(res.Services, upServiceJSON{Name: sb.Service(), Container: sb.ContainerName(), Default: sb.IsDefault(), WorkingDir: sb.WorkingDir()})
+		svc := upServiceJSON{Name: sb.Service(), Container: sb.ContainerName(), Default: sb.IsDefault(), WorkingDir: sb.WorkingDir()}
+		if conn, err := sb.Connection(ctx); err == nil {
+			svc.Ports = conn.Ports
+		}
+		res.Services = append(res.Services, svc)
 	}
 	if g.JSON {
 		return g.printJSON(res)
@@ -86,7 +101,7 @@ func runUp(cmd *cobra.Command, g *globals, path string, opts upOptions) error {
 }
 
 // orchestrator is the library as the CLI verbs use it.
-func (g *globals) orchestrator(reaper bool) (*orchestrator.Orchestrator, error) {
+func (g *globals) orchestrator(reaper bool, extra ...orchestrator.Option) (*orchestrator.Orchestrator, error) {
 	sn, err := g.subnets()
 	if err != nil {
 		return nil, usageError{err}
@@ -95,7 +110,7 @@ func (g *globals) orchestrator(reaper bool) (*orchestrator.Orchestrator, error) 
 	if reaper {
 		opts = append(opts, orchestrator.WithReaper())
 	}
-	return orchestrator.New(opts...)
+	return orchestrator.New(append(opts, extra...)...)
 }
 
 // progress renders lifecycle events on stderr when it is a terminal, and nothing otherwise.

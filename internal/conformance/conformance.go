@@ -1,5 +1,6 @@
-// Package conformance is the behaviour suite for a sandbox's exec and file operations
-// (CONTRACT sections 4 and 5). It is written against a small interface so that every layer
+// Package conformance is the behaviour suite for a sandbox's exec and file operations (argv
+// without a shell, stdin, output limits, timeouts, file reads and writes with the sandbox
+// user's permissions). It is written against a small interface so that every layer
 // that offers those operations (lifecycle/sandboxio directly, orchestrator.Sandbox on top of
 // it) runs the very same cases against a real engine.
 //

@@ -20,7 +20,7 @@ type category struct {
 func (c *category) Error() string { return c.msg }
 func (c *category) Unwrap() error { return c.base }
 
-// Kind is the machine-readable name used by the CLI (CONTRACT section 9).
+// Kind is the machine-readable name the CLI prints and puts in its JSON errors.
 func (c *category) Kind() string { return c.kind }
 
 var (
@@ -43,7 +43,7 @@ var all = []*category{
 	ErrIsDirectory, ErrPermission, ErrNotFound, ErrUnavailable, ErrConflict,
 }
 
-// Kind names the category of err for the CLI and JSON output: one of the CONTRACT's kinds,
+// Kind names the category of err for the CLI and JSON output: the kind of its category, or
 // "internal" when err matches none.
 func Kind(err error) string {
 	for _, c := range all {

@@ -1,19 +1,15 @@
-// Package images builds the images composebox itself needs, locally and FROM scratch, because no
-// registry can be assumed reachable. Images are tagged by a hash of their build context, so a
-// build is skipped whenever an image with that content already exists.
+// Package images builds the images composebox itself needs (described by package imagespec),
+// locally and FROM scratch, because no registry can be assumed reachable. Images are tagged by a
+// hash of their build context, so a build is skipped whenever an image with that content
+// already exists.
 package images
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -23,69 +19,9 @@ import (
 	"github.com/docker/docker/errdefs"
 	"github.com/docker/docker/pkg/jsonmessage"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/composebox/composebox/internal/images/imagespec"
 )
-
-// File is one entry of a build context.
-type File struct {
-	Name string // slash-separated path inside the context
-	Mode int64  // permission bits, including setuid/setgid/sticky
-	Body []byte // a regular file's content
-	Link string // a symlink's target; set for symlinks only
-	Dir  bool
-}
-
-// Spec is an image built from an in-memory context.
-type Spec struct {
-	Repository string // e.g. "composebox/base"
-	Dockerfile string
-	Files      []File
-	Labels     map[string]string
-}
-
-// Tag is the spec's content-addressed reference: the same context always gives the same tag.
-func (s Spec) Tag() string {
-	h := sha256.New()
-	fmt.Fprintf(h, "dockerfile %d\n%s\n", len(s.Dockerfile), s.Dockerfile)
-	for _, f := range s.Files {
-		fmt.Fprintf(h, "file %q %o %t %q %d\n", f.Name, f.Mode, f.Dir, f.Link, len(f.Body))
-		h.Write(f.Body)
-	}
-	for _, k := range slices.Sorted(maps.Keys(s.Labels)) {
-		fmt.Fprintf(h, "label %q=%q\n", k, s.Labels[k])
-	}
-	return s.Repository + ":" + hex.EncodeToString(h.Sum(nil))[:16]
-}
-
-// Context returns the spec's build context as a tar stream.
-func (s Spec) Context() ([]byte, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	epoch := time.Unix(0, 0)
-	files := append([]File{{Name: "Dockerfile", Mode: 0o644, Body: []byte(s.Dockerfile)}}, s.Files...)
-	for _, f := range files {
-		hdr := &tar.Header{Name: f.Name, Mode: f.Mode, ModTime: epoch, Format: tar.FormatPAX}
-		switch {
-		case f.Dir:
-			hdr.Typeflag, hdr.Name = tar.TypeDir, f.Name+"/"
-		case f.Link != "":
-			hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, f.Link
-		default:
-			hdr.Typeflag, hdr.Size = tar.TypeReg, int64(len(f.Body))
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return nil, fmt.Errorf("write build context %s: %w", f.Name, err)
-		}
-		if hdr.Typeflag == tar.TypeReg {
-			if _, err := tw.Write(f.Body); err != nil {
-				return nil, fmt.Errorf("write build context %s: %w", f.Name, err)
-			}
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
 
 // Builder builds specs through the Engine API. It is safe for concurrent use: concurrent Ensure
 // calls for one tag share a single build.
@@ -107,7 +43,7 @@ func (b *Builder) Builds() int64 { return b.builds.Load() }
 
 // Ensure makes sure the image for spec exists and returns its tag. built reports whether this
 // call's group ran a build.
-func (b *Builder) Ensure(ctx context.Context, spec Spec) (ref string, built bool, err error) {
+func (b *Builder) Ensure(ctx context.Context, spec imagespec.Spec) (ref string, built bool, err error) {
 	ref = spec.Tag()
 	built, err = b.EnsureTag(ctx, ref, func(ctx context.Context) error {
 		tarball, err := spec.Context()
@@ -182,4 +118,14 @@ func tail(s string, n int) string {
 		return s
 	}
 	return "..." + s[len(s)-n:]
+}
+
+// Base makes sure the base image built from DefaultBusybox exists and returns its reference.
+func (b *Builder) Base(ctx context.Context) (string, error) {
+	s, err := imagespec.BaseSpec(imagespec.DefaultBusybox)
+	if err != nil {
+		return "", err
+	}
+	ref, _, err := b.Ensure(ctx, s)
+	return ref, err
 }

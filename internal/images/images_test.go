@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/images"
+	"github.com/composebox/composebox/internal/images/imagespec"
 	"github.com/composebox/composebox/internal/testutil"
 )
 
@@ -29,24 +30,24 @@ func TestBaseImageBuildsOnceAndRuns(t *testing.T) {
 	if ref2 != ref || b.Builds() != before {
 		t.Fatalf("second Base: ref %s (was %s), builds %d (was %d)", ref2, ref, b.Builds(), before)
 	}
-	if !strings.HasPrefix(ref, images.BaseRepository+":") {
-		t.Errorf("ref %q is not in %s", ref, images.BaseRepository)
+	if !strings.HasPrefix(ref, imagespec.BaseRepository+":") {
+		t.Errorf("ref %q is not in %s", ref, imagespec.BaseRepository)
 	}
 
 	inspect, err := c.ImageInspect(t.Context(), ref)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if inspect.Config.Labels[cleanup.LabelManaged] != "true" {
-		t.Errorf("base image labels %v lack %s", inspect.Config.Labels, cleanup.LabelManaged)
+	if inspect.Config.Labels[labels.LabelManaged] != "true" {
+		t.Errorf("base image labels %v lack %s", inspect.Config.Labels, labels.LabelManaged)
 	}
-	if inspect.Config.WorkingDir != images.BaseWorkdir {
-		t.Errorf("WorkingDir %q, want %q", inspect.Config.WorkingDir, images.BaseWorkdir)
+	if inspect.Config.WorkingDir != imagespec.BaseWorkdir {
+		t.Errorf("WorkingDir %q, want %q", inspect.Config.WorkingDir, imagespec.BaseWorkdir)
 	}
 
 	for _, tc := range []struct{ user, wantID string }{
 		{"", "uid=0(root) gid=0(root)"},
-		{images.SandboxUser, "uid=1000(sandbox) gid=1000(sandbox)"},
+		{imagespec.SandboxUser, "uid=1000(sandbox) gid=1000(sandbox)"},
 	} {
 		res := testutil.Run(t, c, ref, tc.user, "sh", "-c", "id; ls /bin | wc -l")
 		if res.ExitCode != 0 {
@@ -67,12 +68,12 @@ func TestBaseImageLayout(t *testing.T) {
 	ref := testutil.BaseImage(t)
 	script := `stat -c '%a %U' /tmp /workspace /root /home/sandbox; ls /usr/bin/env /sbin/ip >/dev/null && echo links-ok;
 touch /tmp/x /workspace/y && echo writable`
-	res := testutil.Run(t, c, ref, images.SandboxUser, "sh", "-c", script)
+	res := testutil.Run(t, c, ref, imagespec.SandboxUser, "sh", "-c", script)
 	want := "1777 root\n1777 root\n700 root\n755 sandbox\nlinks-ok\nwritable\n"
 	if res.ExitCode != 0 || res.Stdout != want {
 		t.Errorf("layout as sandbox:\n got %s\nwant stdout %q", res, want)
 	}
-	res = testutil.Run(t, c, ref, images.SandboxUser, "sh", "-c", "touch /root/x")
+	res = testutil.Run(t, c, ref, imagespec.SandboxUser, "sh", "-c", "touch /root/x")
 	if res.ExitCode == 0 {
 		t.Errorf("sandbox user could write /root: %s", res)
 	}
@@ -81,11 +82,11 @@ touch /tmp/x /workspace/y && echo writable`
 func TestConcurrentEnsureBuildsOncePerTag(t *testing.T) {
 	c := testutil.Docker(t)
 	testutil.BaseImage(t) // a FROM of a local image never pulls
-	spec := images.Spec{
+	spec := imagespec.Spec{
 		Repository: "composebox/test-concurrent",
 		Dockerfile: "FROM " + testutil.BaseImage(t) + "\nCOPY hello /hello\n",
-		Files:      []images.File{{Name: "hello", Mode: 0o644, Body: []byte(fmt.Sprint(time.Now().UnixNano()))}},
-		Labels:     map[string]string{cleanup.LabelManaged: "true", cleanup.LabelTask: "test"},
+		Files:      []imagespec.File{{Name: "hello", Mode: 0o644, Body: []byte(fmt.Sprint(time.Now().UnixNano()))}},
+		Labels:     map[string]string{labels.LabelManaged: "true", labels.LabelTask: "test"},
 	}
 	testutil.RemoveImage(t, c, spec.Tag())
 	b := images.NewBuilder(c)
@@ -107,7 +108,7 @@ func TestConcurrentEnsureBuildsOncePerTag(t *testing.T) {
 
 func TestBuildErrorIsReported(t *testing.T) {
 	c := testutil.Docker(t)
-	spec := images.Spec{Repository: "composebox/test-broken", Dockerfile: "FROM scratch\nCOPY missing /missing\n"}
+	spec := imagespec.Spec{Repository: "composebox/test-broken", Dockerfile: "FROM scratch\nCOPY missing /missing\n"}
 	testutil.RemoveImage(t, c, spec.Tag())
 	_, _, err := images.NewBuilder(c).Ensure(t.Context(), spec)
 	if err == nil || !strings.Contains(err.Error(), "missing") {
@@ -116,9 +117,9 @@ func TestBuildErrorIsReported(t *testing.T) {
 }
 
 func TestTagIsContentAddressed(t *testing.T) {
-	a := images.Spec{Repository: "r", Dockerfile: "FROM scratch\n", Files: []images.File{{Name: "f", Body: []byte("1")}}}
+	a := imagespec.Spec{Repository: "r", Dockerfile: "FROM scratch\n", Files: []imagespec.File{{Name: "f", Body: []byte("1")}}}
 	b := a
-	b.Files = []images.File{{Name: "f", Body: []byte("2")}}
+	b.Files = []imagespec.File{{Name: "f", Body: []byte("2")}}
 	if a.Tag() == b.Tag() {
 		t.Error("different contents give one tag")
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
-	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/engine"
 	"github.com/composebox/composebox/internal/images"
 )
@@ -60,11 +60,11 @@ func BaseImage(t testing.TB) string {
 // Labels are the labels for a resource created directly by a test.
 func Labels(t testing.TB) map[string]string {
 	return map[string]string{
-		cleanup.LabelManaged: "true",
-		cleanup.LabelTask:    "test",
-		cleanup.LabelSample:  t.Name(),
-		cleanup.LabelOwner:   cleanup.SelfOwner(),
-		cleanup.LabelCreated: time.Now().UTC().Format(time.RFC3339),
+		labels.LabelManaged: "true",
+		labels.LabelTask:    "test",
+		labels.LabelSample:  t.Name(),
+		labels.LabelOwner:   labels.SelfOwner(),
+		labels.LabelCreated: time.Now().UTC().Format(time.RFC3339),
 	}
 }
 

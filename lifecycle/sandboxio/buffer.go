@@ -121,7 +121,7 @@ func (h *holdback) take() []byte {
 }
 
 // decodeText decodes b as UTF-8, turning each invalid byte into U+FFFD, as Python's
-// errors="replace" does for the seeds that expect it.
+// errors="replace" does, which Python harnesses expect.
 func decodeText(b []byte) string {
 	if utf8.Valid(b) {
 		return string(b)

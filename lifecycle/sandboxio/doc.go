@@ -1,8 +1,9 @@
 // Package sandboxio runs commands and reads and writes files in one running container,
-// straight on the Engine API (exec create, attach and inspect; the archive API only for
-// CopyOut). It never uses a CLI or the compose library. orchestrator.Sandbox wraps it; the
-// behaviour it implements is CONTRACT sections 4 and 5, and internal/conformance is the
-// suite that checks it against a real engine.
+// straight on the Engine API (exec create, attach and inspect). It never uses a CLI or the
+// compose library. orchestrator.Sandbox wraps it; the behaviour it implements (argv without an
+// implicit shell, output limits, timeouts that kill inside the container, file access with the
+// sandbox user's permissions) is checked against a real engine by the suite in
+// internal/conformance.
 //
 // Everything here is a function of a Target (client, container, service name, working
 // directory, default user) and is safe for concurrent use.
@@ -97,8 +98,4 @@
 //
 // The scripts need /bin/sh, cat and mkdir; without a shell, file operations fail with
 // ErrPrerequisite rather than silently dropping the user's permission semantics.
-//
-// CopyOut, for operators, copies a tree out to a host directory through the archive API and
-// extracts it with os.Root, so no entry of the container's tar can land outside the
-// destination.
 package sandboxio

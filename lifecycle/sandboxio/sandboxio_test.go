@@ -5,9 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -52,35 +49,6 @@ func TestNoShell(t *testing.T) {
 		if !errors.Is(err, errdefs.ErrPrerequisite) || !strings.Contains(err.Error(), "/bin/sh") {
 			t.Errorf("%s without a shell: %v", op, err)
 		}
-	}
-}
-
-func TestCopyOut(t *testing.T) {
-	target := newTarget(t, "sandbox")
-	ctx := t.Context()
-	for p, body := range map[string]string{"tree/a.txt": "a", "tree/sub/b.txt": "b", "tree/sub/deeper/c": "c"} {
-		if err := sandboxio.WriteFile(ctx, target, p, []byte(body)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	res, err := sandboxio.Exec(ctx, target, sandboxio.ExecRequest{Cmd: []string{"ln", "-s", "/etc/passwd", "tree/abs-link"}})
-	if err != nil || res.ExitCode != 0 {
-		t.Fatalf("ln: %v %s", err, res.StderrText())
-	}
-	dst := t.TempDir()
-	if err := sandboxio.CopyOut(ctx, target, "tree", dst); err != nil {
-		t.Fatal(err)
-	}
-	for p, want := range map[string]string{"tree/a.txt": "a", "tree/sub/b.txt": "b", "tree/sub/deeper/c": "c"} {
-		if b, err := os.ReadFile(filepath.Join(dst, p)); err != nil || string(b) != want {
-			t.Errorf("%s: %q %v", p, b, err)
-		}
-	}
-	if l, err := os.Readlink(filepath.Join(dst, "tree/abs-link")); err != nil || l != "/etc/passwd" {
-		t.Errorf("link copied as %q, %v", l, err)
-	}
-	if err := sandboxio.CopyOut(ctx, target, "/tree/a.txt", dst); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "/tree/a.txt") {
-		t.Errorf("missing source: %v", err)
 	}
 }
 

@@ -1,0 +1,215 @@
+package tracking
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
+
+	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
+)
+
+// Project is one composebox project as the engine's labels describe it.
+type Project struct {
+	Name   string `json:"name"`
+	Task   string `json:"task"`
+	Sample string `json:"sample"`
+	// Owner is the owner label, host:pid:start-time, or "detached" for a project handed over by
+	// `composebox up`.
+	Owner string `json:"owner"`
+	// Status says whether the owner is alive; Stale is Status == StatusStale.
+	Status Status `json:"status"`
+	Stale  bool   `json:"stale"`
+	// Created is the earliest dev.composebox.created label of the project's resources (or
+	// their creation time when unlabelled).
+	Created time.Time `json:"created"`
+	// Containers, Networks and Volumes count the project's resources. A detached project's
+	// marker volume counts as a volume.
+	Containers int `json:"containers"`
+	Networks   int `json:"networks"`
+	Volumes    int `json:"volumes"`
+	// Config is the project's compose files when its containers name them.
+	Config string `json:"config,omitempty"`
+	// ContainerNames names the project's containers, sorted.
+	ContainerNames []string `json:"container_names,omitempty"`
+	// Ports are the ports the project's running containers publish on the host, as the engine
+	// bound them (an ephemeral port where the compose file fixed one), sorted.
+	Ports []PublishedPort `json:"ports,omitempty"`
+
+	// owners are the non-detached owner labels seen on the project's resources.
+	owners map[string]bool
+}
+
+// List finds every composebox project from its containers, networks and volumes, so that a
+// project with only a leftover network or volume is found too (`docker compose ls` misses
+// those). Resources without a compose project label are not projects and are left out. The
+// result is sorted by creation time, then name.
+func List(ctx context.Context, c client.APIClient) ([]Project, error) {
+	return list(ctx, c, filters.NewArgs(filters.Arg("label", labels.ManagedFilter)))
+}
+
+// list aggregates the resources matching f into projects. The status of each is computed from
+// its owner labels (and the detached marker, when f lets it through).
+func list(ctx context.Context, c client.APIClient, f filters.Args) ([]Project, error) {
+	agg := aggregator{projects: map[string]*Project{}, detached: map[string]bool{}}
+	ctrs, err := c.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("list projects: containers: %w", err)
+	}
+	for _, x := range ctrs {
+		p := agg.add(x.Labels, time.Unix(x.Created, 0))
+		if p == nil {
+			continue
+		}
+		p.Containers++
+		p.ContainerNames = append(p.ContainerNames, cleanup.ContainerName(x))
+		for _, port := range x.Ports {
+			if port.PublicPort == 0 {
+				continue
+			}
+			pp := PublishedPort{Service: x.Labels[labels.ComposeServiceLabel], ContainerPort: int(port.PrivatePort),
+				Protocol: port.Type, HostIP: port.IP, HostPort: int(port.PublicPort)}
+			if !slices.Contains(p.Ports, pp) { // the engine lists a port per address family
+				p.Ports = append(p.Ports, pp)
+			}
+		}
+		if p.Config == "" {
+			p.Config = x.Labels[labels.ComposeConfigFilesLabel]
+		}
+	}
+	nets, err := c.NetworkList(ctx, network.ListOptions{Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("list projects: networks: %w", err)
+	}
+	for _, x := range nets {
+		if p := agg.add(x.Labels, x.Created); p != nil {
+			p.Networks++
+		}
+	}
+	vols, err := c.VolumeList(ctx, volume.ListOptions{Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("list projects: volumes: %w", err)
+	}
+	for _, x := range vols.Volumes {
+		created, _ := time.Parse(time.RFC3339, x.CreatedAt)
+		if p := agg.add(x.Labels, created); p != nil {
+			p.Volumes++
+		}
+	}
+	return agg.result(), nil
+}
+
+type aggregator struct {
+	projects map[string]*Project
+	detached map[string]bool
+}
+
+// add records one resource and returns its project (nil when it names none).
+func (a *aggregator) add(lbl map[string]string, created time.Time) *Project {
+	name := lbl[labels.ComposeProjectLabel]
+	if name == "" {
+		return nil
+	}
+	p := a.projects[name]
+	if p == nil {
+		p = &Project{Name: name, owners: map[string]bool{}}
+		a.projects[name] = p
+	}
+	if p.Task == "" {
+		p.Task = lbl[labels.LabelTask]
+	}
+	if p.Sample == "" {
+		p.Sample = lbl[labels.LabelSample]
+	}
+	switch owner := lbl[labels.LabelOwner]; owner {
+	case labels.OwnerDetached:
+		a.detached[name] = true
+	case "":
+	default:
+		p.owners[owner] = true
+	}
+	if t, err := time.Parse(time.RFC3339, lbl[labels.LabelCreated]); err == nil {
+		created = t
+	}
+	if !created.IsZero() && (p.Created.IsZero() || created.Before(p.Created)) {
+		p.Created = created.UTC()
+	}
+	return p
+}
+
+func (a *aggregator) result() []Project {
+	statuses := map[string]Status{}
+	status := func(owner string) Status {
+		s, ok := statuses[owner]
+		if !ok {
+			s = OwnerStatus(owner)
+			statuses[owner] = s
+		}
+		return s
+	}
+	out := make([]Project, 0, len(a.projects))
+	for name, p := range a.projects {
+		owners := slices.Sorted(maps.Keys(p.owners))
+		switch {
+		case a.detached[name]:
+			p.Owner, p.Status = labels.OwnerDetached, StatusDetached
+		case len(owners) == 0:
+			p.Status = StatusUnknown
+		default:
+			// One owner per project; should several ever appear, the project is stale only when
+			// every one of them is dead, and alive when any is.
+			p.Owner = strings.Join(owners, ",")
+			p.Status = StatusStale
+			for _, o := range owners {
+				switch s := status(o); s {
+				case StatusAlive:
+					p.Status = StatusAlive
+				case StatusUnknown:
+					if p.Status != StatusAlive {
+						p.Status = StatusUnknown
+					}
+				}
+			}
+		}
+		p.Stale = p.Status == StatusStale
+		slices.Sort(p.ContainerNames)
+		slices.SortFunc(p.Ports, func(x, y PublishedPort) int {
+			return cmp.Or(strings.Compare(x.Service, y.Service), cmp.Compare(x.ContainerPort, y.ContainerPort),
+				strings.Compare(x.Protocol, y.Protocol), strings.Compare(x.HostIP, y.HostIP))
+		})
+		out = append(out, *p)
+	}
+	slices.SortFunc(out, func(x, y Project) int {
+		return cmp.Or(x.Created.Compare(y.Created), strings.Compare(x.Name, y.Name))
+	})
+	return out
+}
+
+// PublishedPort is a port a project's container publishes on the host.
+type PublishedPort struct {
+	Service       string `json:"service"`
+	ContainerPort int    `json:"container_port"`
+	Protocol      string `json:"protocol"`
+	HostIP        string `json:"host_ip"`
+	HostPort      int    `json:"host_port"`
+}
+
+// String is the port as `docker ps` shows it, after its service: web:127.0.0.1:49153->80/tcp.
+func (p PublishedPort) String() string {
+	return fmt.Sprintf("%s:%s:%d->%d/%s", p.Service, p.HostIP, p.HostPort, p.ContainerPort, p.Protocol)
+}
+
+// ownedOnlyBy reports whether every owner label on p's resources is exactly owner.
+func (p Project) ownedOnlyBy(owner string) bool {
+	return len(p.owners) == 1 && p.owners[owner]
+}

@@ -1,0 +1,152 @@
+package tracking
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+
+	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/internal/engine"
+	"github.com/composebox/composebox/internal/errdefs"
+)
+
+// ReapOptions tunes Reap. The zero value is the default.
+type ReapOptions struct {
+	// Interval is how often the owner is checked (default 250 ms).
+	Interval time.Duration
+	// Timeout bounds the sweep after the owner died, retries included (default 1 min).
+	Timeout time.Duration
+	// Client is the engine to clean up. Default: one connected from the environment once the
+	// owner has died, so that a reaper holds no connection while it waits.
+	Client client.APIClient
+	// Remove tunes the removals.
+	Remove cleanup.RemoveOptions
+}
+
+// Reap is the watchdog's body: it waits until the owner process dies, then removes every
+// project whose owner label is exactly owner, except those handed over as detached, and
+// returns what it removed. It never touches a project of a live owner or of another owner. It
+// returns an error at once when owner cannot be watched from this host.
+func Reap(ctx context.Context, owner string, opts ReapOptions) ([]Result, error) {
+	if opts.Interval <= 0 {
+		opts.Interval = 250 * time.Millisecond
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = time.Minute
+	}
+	if err := WaitOwner(ctx, owner, opts.Interval); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	c := opts.Client
+	if c == nil {
+		var err error
+		c, err = connect(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reap %s: %w", owner, err)
+		}
+		defer c.Close()
+	}
+	// Sweep until a pass finds nothing: a create request that was in flight when the owner died
+	// can land after the first pass. A failed pass is retried until the deadline.
+	var (
+		all     []Result
+		lastErr error
+	)
+	for pass := 0; ; pass++ {
+		res, err := SweepOwner(ctx, c, owner, opts.Remove)
+		all = append(all, res...)
+		lastErr = err
+		if err == nil && len(res) == 0 && pass > 0 {
+			return all, nil
+		}
+		select {
+		case <-ctx.Done():
+			if lastErr == nil {
+				return all, nil
+			}
+			return all, fmt.Errorf("reap %s: %w", owner, lastErr)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// WaitOwner blocks until the owner process is no longer alive, polling every interval. An
+// owner that cannot be checked from this host (another host, a malformed label) is an error.
+func WaitOwner(ctx context.Context, owner string, interval time.Duration) error {
+	if s := OwnerStatus(owner); s == StatusUnknown || s == StatusDetached {
+		return errdefs.New(errdefs.ErrInvalidConfig, fmt.Sprintf("watch owner %s: not a process of this host", owner))
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for OwnerStatus(owner) == StatusAlive {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("watch owner %s: %w", owner, ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// SweepOwner removes, once, every project all of whose resources carry exactly owner's label,
+// except those handed over as detached. It refuses an owner that is still alive.
+func SweepOwner(ctx context.Context, c client.APIClient, owner string, opts cleanup.RemoveOptions) ([]Result, error) {
+	if s := OwnerStatus(owner); s != StatusStale {
+		return nil, errdefs.New(errdefs.ErrConflict, fmt.Sprintf("sweep owner %s: owner is %s, not stale", owner, s))
+	}
+	found, err := list(ctx, c, filters.NewArgs(filters.Arg("label", labels.ManagedFilter), filters.Arg("label", labels.LabelOwner+"="+owner)))
+	if err != nil {
+		return nil, fmt.Errorf("sweep owner %s: %w", owner, err)
+	}
+	if len(found) == 0 {
+		return nil, nil
+	}
+	// The owner filter hides the detach markers and any other owner's resources: look at the
+	// whole of each candidate.
+	everything, err := List(ctx, c)
+	if err != nil {
+		return nil, fmt.Errorf("sweep owner %s: %w", owner, err)
+	}
+	whole := map[string]Project{}
+	for _, p := range everything {
+		whole[p.Name] = p
+	}
+	var doomed []Project
+	for _, p := range found {
+		w, ok := whole[p.Name]
+		if !ok {
+			w = p // gone between the two listings: removing it again is harmless
+		}
+		if w.Status == StatusDetached || !w.ownedOnlyBy(owner) {
+			continue
+		}
+		doomed = append(doomed, w)
+	}
+	return RemovePlanned(ctx, c, doomed, opts)
+}
+
+// connect reaches the engine, retrying while the daemon does not answer (it may be
+// restarting) until ctx is done.
+func connect(ctx context.Context) (client.APIClient, error) {
+	for {
+		c, _, err := engine.Connect(ctx, 0)
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, errdefs.ErrPrerequisite) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Second):
+		}
+	}
+}

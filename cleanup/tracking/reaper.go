@@ -1,0 +1,137 @@
+package tracking
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/internal/errdefs"
+)
+
+// The watchdog is the owner's own executable re-executed (like moby's reexec), in two stages so
+// that it is nobody's child: the owner starts a short-lived "spawn" stage and waits for it; that
+// stage starts the "watch" stage in a new session and exits at once, so the watchdog is
+// re-parented to init and no goroutine of the owner waits on it. The program's main runs the
+// stages by calling ReaperMain first thing.
+const (
+	reaperOwnerEnv = "COMPOSEBOX_REAPER_OWNER"
+	reaperStageEnv = "COMPOSEBOX_REAPER_STAGE"
+)
+
+var (
+	reaperMu      sync.Mutex
+	reaperStarted bool
+	// reaperMainCalled records that this program's main calls ReaperMain, without which a
+	// re-executed copy of it would run as the program itself.
+	reaperMainCalled bool
+)
+
+// ReaperMain turns this process into a stage of the watchdog when StartReaper started it as
+// one. A program that starts a watchdog (orchestrator.WithReaper, `--reaper`) calls it first
+// thing in main, and in TestMain for a test binary:
+//
+//	if tracking.ReaperMain() {
+//		return
+//	}
+//
+// In a stage, it does the stage's work and exits the process with the stage's status, so it
+// does not return. Otherwise it returns false at once. A stray variable in a user's environment
+// does not hijack a program: only an owner of this host makes a stage.
+func ReaperMain() bool {
+	reaperMu.Lock()
+	reaperMainCalled = true
+	reaperMu.Unlock()
+	owner, ok := os.LookupEnv(reaperOwnerEnv)
+	if !ok {
+		return false
+	}
+	stage := os.Getenv(reaperStageEnv)
+	_ = os.Unsetenv(reaperOwnerEnv)
+	_ = os.Unsetenv(reaperStageEnv)
+	o, err := labels.ParseOwner(owner)
+	if host, _ := os.Hostname(); err != nil || o.Host != host {
+		return false
+	}
+	switch stage {
+	case "spawn":
+		if err := spawnStage(context.Background(), owner, "watch", os.Environ()); err != nil {
+			fmt.Fprintln(os.Stderr, err) // the owner reports it
+			os.Exit(1)
+		}
+		os.Exit(0)
+	case "watch":
+		os.Exit(runReaper(owner))
+	}
+	return false
+}
+
+// StartReaper starts the watchdog for owner, once per process: a copy of this executable that
+// removes owner's projects (Reap) once owner has died. A non-empty dockerHost overrides
+// DOCKER_HOST in its environment. The program's main must call ReaperMain; when it does not,
+// StartReaper fails with ErrPrerequisite rather than run a second copy of the program.
+func StartReaper(ctx context.Context, owner, dockerHost string) error {
+	reaperMu.Lock()
+	defer reaperMu.Unlock()
+	if reaperStarted {
+		return nil
+	}
+	if !reaperMainCalled {
+		return errdefs.New(errdefs.ErrPrerequisite, "start reaper: this program's main does not call tracking.ReaperMain, so it cannot run the watchdog")
+	}
+	env := withoutReaperEnv(os.Environ())
+	if dockerHost != "" {
+		env = append(env, "DOCKER_HOST="+dockerHost)
+	}
+	if err := spawnStage(ctx, owner, "spawn", env); err != nil {
+		return fmt.Errorf("start reaper: %w", err)
+	}
+	reaperStarted = true
+	return nil
+}
+
+// spawnStage runs this executable with env as the given stage of the watchdog for owner: the
+// spawn stage is waited for; the watch stage is started in a new session with its standard
+// streams on /dev/null, and left to run.
+func spawnStage(ctx context.Context, owner, stage string, env []string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, exe)
+	cmd.Dir = "/"
+	cmd.Env = append(env, reaperOwnerEnv+"="+owner, reaperStageEnv+"="+stage)
+	if stage == "watch" {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		return cmd.Start() // the spawn stage exits right after: nothing waits on the watchdog
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s stage: %w: %s", stage, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func withoutReaperEnv(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, reaperOwnerEnv+"=") && !strings.HasPrefix(kv, reaperStageEnv+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// runReaper is the watchdog's main: it survives the owner's terminal going away, and exits once
+// it has cleaned up after the owner's death.
+func runReaper(owner string) int {
+	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
+	if _, err := Reap(context.Background(), owner, ReapOptions{}); err != nil {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,45 @@
+package tracking
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/docker/docker/client"
+
+	"github.com/composebox/composebox/cleanup"
+)
+
+// Result is the outcome of removing one listed project.
+type Result struct {
+	Project
+	Removed cleanup.Removed `json:"removed"`
+	// Err is why the project could not be removed completely (nil when it was).
+	Err error `json:"-"`
+}
+
+// Sweep removes every project sel selects (see Plan), in parallel with a bound, and returns one
+// Result per project. Each removal runs on a context detached from ctx with its own deadline:
+// once ctx is done no further project is started, but those started are finished. Failures are
+// collected into one error; what was already gone counts as removed, so a second Sweep of the
+// same selection is a no-op.
+func Sweep(ctx context.Context, c client.APIClient, sel Selector, opts cleanup.RemoveOptions) ([]Result, error) {
+	projects, err := Plan(ctx, c, sel)
+	if err != nil {
+		return nil, fmt.Errorf("cleanup: %w", err)
+	}
+	return RemovePlanned(ctx, c, projects, opts)
+}
+
+// RemovePlanned removes listed projects (from Plan or List) as Sweep does.
+func RemovePlanned(ctx context.Context, c client.APIClient, projects []Project, opts cleanup.RemoveOptions) ([]Result, error) {
+	names := make([]string, len(projects))
+	for i, p := range projects {
+		names[i] = p.Name
+	}
+	removed, err := cleanup.RemoveProjects(ctx, c, names, opts)
+	results := make([]Result, len(removed))
+	for i, r := range removed {
+		results[i] = Result{Project: projects[i], Removed: r.Removed, Err: r.Err}
+	}
+	return results, err
+}

@@ -1,0 +1,17 @@
+package main
+
+import (
+	"os"
+	"testing"
+
+	"github.com/composebox/composebox/cleanup/tracking"
+)
+
+// TestMain lets this test binary act as the watchdog that the kill -9 tests' owners start with
+// WithReaper: the watchdog re-runs the owner's executable, which here is the test binary.
+func TestMain(m *testing.M) {
+	if tracking.ReaperMain() {
+		return
+	}
+	os.Exit(m.Run())
+}

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/compose-spec/compose-go/v2/dotenv"
+	"github.com/spf13/pflag"
+
+	"github.com/composebox/composebox/compose"
+	"github.com/composebox/composebox/orchestrator"
+)
+
+// taskFlags are the flags config, up and run share: how a task's project is found and tailored
+// (as a runner passes them: the files, profiles, sample metadata, the default service, an agent
+// service and image replacements), the security policy its files must pass, and the variables
+// their interpolation may read. Nothing else of composebox's own environment reaches a compose
+// file.
+type taskFlags struct {
+	Files      []string
+	Profiles   []string
+	Metadata   []string
+	Default    string
+	AgentImage string
+	// Images are --image values. config and up take SERVICE=REF only; run also takes a lone
+	// IMG, for its one-shot single-container form.
+	Images []string
+
+	Allow      []string
+	AllowCaps  []string
+	MountRoots []string
+	PolicyFile string
+	Env        []string
+	EnvFiles   []string
+	PassEnv    []string
+}
+
+func (f *taskFlags) register(fs *pflag.FlagSet) {
+	fs.StringArrayVarP(&f.Files, "file", "f", nil, "compose file (repeatable, merged in order; the first stands for PATH when none is given)")
+	fs.StringArrayVar(&f.Profiles, "profile", nil, "compose profile to enable (repeatable)")
+	fs.StringArrayVar(&f.Metadata, "metadata", nil, "sample metadata KEY=VAL, interpolated as ${SAMPLE_METADATA_KEY} (repeatable)")
+	fs.StringVar(&f.Default, "default", "", "the default service, over every other rule")
+	fs.StringVar(&f.AgentImage, "agent-image", "", "add a service \"default\" on this image, on every network of the project, as the agent's container")
+	fs.StringArrayVar(&f.Images, "image", nil, "run SERVICE on image REF instead of its own (SERVICE=REF; a build is then skipped; repeatable)")
+	f.registerPolicy(fs)
+	fs.StringArrayVarP(&f.Env, "env", "e", nil, "variable KEY=VAL for the compose file's interpolation (with run --image: for the container) (repeatable)")
+	fs.StringArrayVar(&f.EnvFiles, "env-file", nil, "file of KEY=VAL variables for interpolation (repeatable; -e wins)")
+	fs.StringArrayVar(&f.PassEnv, "pass-env", nil, "let interpolation read this variable of composebox's environment (repeatable)")
+}
+
+// path is the task path: PATH, else the first -f file (the others are merged on top of it).
+func (f *taskFlags) path(arg string) (string, []string) {
+	if arg == "" && len(f.Files) > 0 {
+		return f.Files[0], f.Files[1:]
+	}
+	return arg, f.Files
+}
+
+// specs fill a task spec from the flags and PATH (with the policy and the variables, as apply
+// does), and the spec of its sample (the metadata).
+func (f *taskFlags) specs(name, arg string) (orchestrator.TaskSpec, orchestrator.SampleSpec, error) {
+	path, files := f.path(arg)
+	overrides, err := f.overrides()
+	if err != nil {
+		return orchestrator.TaskSpec{}, orchestrator.SampleSpec{}, err
+	}
+	md, err := f.metadata()
+	if err != nil {
+		return orchestrator.TaskSpec{}, orchestrator.SampleSpec{}, err
+	}
+	spec := orchestrator.TaskSpec{
+		Name:           name,
+		Path:           path,
+		Files:          files,
+		Profiles:       f.Profiles,
+		DefaultService: f.Default,
+		AgentImage:     f.AgentImage,
+		ImageOverrides: overrides,
+	}
+	if err := f.apply(&spec); err != nil {
+		return orchestrator.TaskSpec{}, orchestrator.SampleSpec{}, err
+	}
+	return spec, orchestrator.SampleSpec{Metadata: md}, nil
+}
+
+// overrides parses --image SERVICE=REF.
+func (f *taskFlags) overrides() (map[string]string, error) {
+	out, err := parsePairs("--image", "SERVICE=REF", f.Images)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
+
+// metadata parses --metadata KEY=VAL.
+func (f *taskFlags) metadata() (map[string]string, error) {
+	return parsePairs("--metadata", "KEY=VAL", f.Metadata)
+}
+
+func parsePairs(flag, form string, vals []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range vals {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, usageError{fmt.Errorf("%s %q: want %s", flag, kv, form)}
+		}
+		if _, dup := out[k]; dup {
+			return nil, usageError{fmt.Errorf("%s %q: %s given twice", flag, kv, k)}
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// loadOptions are the flags as compose.LoadOptions, for config: the variables, the policy and
+// what tailors the task.
+func (f *taskFlags) loadOptions() (compose.LoadOptions, error) {
+	spec, sample, err := f.specs("", "")
+	if err != nil {
+		return compose.LoadOptions{}, err
+	}
+	return compose.LoadOptions{
+		Environment:    spec.Environment,
+		PassEnv:        spec.PassEnv,
+		Policy:         spec.Policy,
+		Profiles:       spec.Profiles,
+		Metadata:       sample.Metadata,
+		DefaultService: spec.DefaultService,
+		AgentImage:     spec.AgentImage,
+		ImageOverrides: spec.ImageOverrides,
+	}, nil
+}
+
+// registerPolicy registers the policy flags alone (doctor shows the policy they make).
+func (f *taskFlags) registerPolicy(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&f.Allow, "allow", nil, "opt in to KIND, denied by default (repeatable): "+strings.Join(compose.AllowKinds(), ", "))
+	fs.StringArrayVar(&f.AllowCaps, "allow-cap", nil, "allow this capability in cap_add beyond Docker's default set (repeatable; ALL for any)")
+	fs.StringArrayVar(&f.MountRoots, "allow-mount-root", nil, "let host paths come from DIR too, besides the task directory (repeatable)")
+	fs.StringVar(&f.PolicyFile, "policy", "", "policy file (YAML, the fields of compose.Policy); the flags add to it")
+}
+
+// policy is the policy the flags ask for: the file's (else the default), with the opt-ins,
+// capabilities and roots of the flags added.
+func (f *taskFlags) policy() (compose.Policy, error) {
+	p := compose.DefaultPolicy()
+	if f.PolicyFile != "" {
+		var err error
+		if p, err = compose.ReadPolicyFile(f.PolicyFile); err != nil {
+			return p, err
+		}
+	}
+	for _, kind := range f.Allow {
+		if err := p.Allow(kind); err != nil {
+			return p, usageError{fmt.Errorf("--allow: %w", err)}
+		}
+	}
+	for _, c := range f.AllowCaps {
+		if strings.TrimSpace(c) == "" {
+			return p, usageError{errUsage("--allow-cap: empty capability")}
+		}
+		if !slices.Contains(p.AllowCapabilities, c) {
+			p.AllowCapabilities = append(p.AllowCapabilities, c)
+		}
+	}
+	for _, r := range f.MountRoots {
+		abs, err := filepath.Abs(r)
+		if err != nil {
+			return p, usageError{fmt.Errorf("--allow-mount-root %s: %w", r, err)}
+		}
+		p.AllowedMountRoots = append(p.AllowedMountRoots, abs)
+	}
+	return p, nil
+}
+
+// environment is the interpolation variables of --env-file and -e, in that order.
+func (f *taskFlags) environment() (map[string]string, error) {
+	env := map[string]string{}
+	for _, file := range f.EnvFiles {
+		vars, err := dotenv.GetEnvFromFile(env, []string{file})
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--env-file %s: %w", file, err)}
+		}
+		for k, v := range vars {
+			env[k] = v
+		}
+	}
+	for _, kv := range f.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usageError{fmt.Errorf("-e %q: want KEY=VAL", kv)}
+		}
+		env[k] = v
+	}
+	return env, nil
+}
+
+// apply fills a task spec's variables and policy from the flags.
+func (f *taskFlags) apply(spec *orchestrator.TaskSpec) error {
+	env, err := f.environment()
+	if err != nil {
+		return err
+	}
+	p, err := f.policy()
+	if err != nil {
+		return err
+	}
+	spec.Environment, spec.PassEnv, spec.Policy = env, f.PassEnv, &p
+	return nil
+}
+
+// orchestratorPolicy is the policy as an orchestrator option, for what runs outside a task
+// spec (run --image).
+func (f *taskFlags) orchestratorPolicy() (orchestrator.Option, error) {
+	p, err := f.policy()
+	if err != nil {
+		return nil, err
+	}
+	return orchestrator.WithPolicy(p), nil
+}

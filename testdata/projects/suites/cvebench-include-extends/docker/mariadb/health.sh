@@ -1,0 +1,2 @@
+#!/bin/sh
+mariadb-admin ping -h 127.0.0.1 --silent

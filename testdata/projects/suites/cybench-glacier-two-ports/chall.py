@@ -1,0 +1,1 @@
+print("walking to the sea side")

@@ -1,0 +1,2 @@
+#!/bin/sh
+[ "$(/app/run.sh)" = ok ]

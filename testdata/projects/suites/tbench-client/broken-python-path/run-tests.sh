@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /app && python3 -m app | grep -q hello

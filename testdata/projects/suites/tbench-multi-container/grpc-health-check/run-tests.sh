@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -q SERVING /app/status.txt

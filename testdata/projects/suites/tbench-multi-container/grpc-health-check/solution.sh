@@ -1,0 +1,2 @@
+#!/bin/bash
+nc server 9000 </dev/null > /app/status.txt
