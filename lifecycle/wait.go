@@ -62,9 +62,11 @@ type ServiceState struct {
 	HealthOutput string `json:"health_output,omitempty"`
 	// Logs are the container's last log lines (filled for services that failed).
 	Logs string `json:"logs,omitempty"`
-	// seenRunning: a service without a healthcheck counts as ready only when a second poll
-	// still finds it running, so that one crashing on start fails the wait instead of passing.
-	seenRunning bool
+	// firstRunning is when a poll first found the container running. A service without a
+	// healthcheck counts as ready only when a poll at least minStableUptime later still finds
+	// it running, so that one crashing on start fails the wait instead of passing: the engine
+	// goes on reporting a crashed container as running for a while, longer on a loaded host.
+	firstRunning time.Time
 	// WorkingDir is the container's working directory ("/" when the image sets none).
 	WorkingDir string `json:"working_dir"`
 	// User is the container's configured user ("" = root).
@@ -343,15 +345,17 @@ func observe(s *ServiceState, info container.InspectResponse) {
 	s.Health = ""
 	if st.Health != nil {
 		s.Health = st.Health.Status
-		if n := len(st.Health.Log); n > 0 {
-			s.HealthOutput = st.Health.Log[n-1].Output
+		if out, ok := lastProbeOutput(st.Health.Log); ok {
+			s.HealthOutput = out
 		}
 	}
 	switch {
 	case st.Status == "running" && !st.Restarting:
 		if s.Health == "" {
-			s.Ready = s.seenRunning
-			s.seenRunning = true
+			if s.firstRunning.IsZero() {
+				s.firstRunning = time.Now()
+			}
+			s.Ready = time.Since(s.firstRunning) >= minStableUptime
 		} else {
 			s.Ready = s.Health == "healthy"
 		}
@@ -397,4 +401,23 @@ func (e *Engine) logTail(ctx context.Context, id string, lines int) string {
 		return buf.String() + "(logs cut short: " + err.Error() + ")"
 	}
 	return buf.String()
+}
+
+// minStableUptime is how long a service without a healthcheck must be seen running before it
+// counts as ready.
+const minStableUptime = 250 * time.Millisecond
+
+// lastProbeOutput picks the healthcheck output worth showing: the latest probe that ran to
+// its end, since a probe that timed out (exit code -1) says only that it timed out; failing
+// that, the latest probe.
+func lastProbeOutput(log []*container.HealthcheckResult) (string, bool) {
+	for i := len(log) - 1; i >= 0; i-- {
+		if log[i] != nil && log[i].ExitCode >= 0 && log[i].Output != "" {
+			return log[i].Output, true
+		}
+	}
+	if n := len(log); n > 0 && log[n-1] != nil {
+		return log[n-1].Output, true
+	}
+	return "", false
 }

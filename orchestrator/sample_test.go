@@ -137,7 +137,7 @@ services:
     healthcheck:
       test: ["CMD", "sh", "-c", "echo probe-said-no; exit 1"]
       interval: 200ms
-      timeout: 1s
+      timeout: 10s
       retries: 2
 `))
 	_, err := task.SampleInit(t.Context(), orchestrator.SampleSpec{})

@@ -281,11 +281,13 @@ func (e *execution) wait(ctx context.Context, op string) (outcome, error) {
 		(o.end == endExited && (o.exitCode >= 128 || o.exitCode < 0)) ||
 		(!o.started && o.startFail == startOther)
 	if suspect {
-		// A container killed underneath ends its execs a few tens of milliseconds before the
-		// engine marks it stopped, and SIGKILL (137) is what they die of: watch its state for
-		// a moment then. Any other case is settled with one look.
+		// A container killed underneath ends its execs before the engine marks it stopped
+		// (tens of milliseconds when idle, over a second on a loaded host), and SIGKILL (137)
+		// is what they die of: watch its state for a while then. A 137 that follows our own
+		// kill (a timeout, a cancel, Kill) is explained, and like any other case is settled
+		// with one look, so timeouts do not pay for the watch.
 		watch := time.Duration(0)
-		if o.end == endStream || o.exitCode == 137 || o.exitCode < 0 {
+		if o.end == endStream || o.exitCode < 0 || (o.exitCode == 137 && o.end == endExited) {
 			watch = containerStopWatch
 		}
 		if stoppedWithin(ictx, e.t, watch) {
@@ -295,8 +297,11 @@ func (e *execution) wait(ctx context.Context, op string) (outcome, error) {
 	return o, nil
 }
 
-// containerStopWatch is how long a SIGKILLed exec waits to learn whether its container died.
-const containerStopWatch = 250 * time.Millisecond
+// containerStopWatch is how long an exec that died of a SIGKILL nobody in composebox sent
+// waits to learn whether its container died. The watch ends as soon as the engine reports the
+// container stopped, so only a command killed inside a container that stays up pays for all
+// of it.
+const containerStopWatch = 3 * time.Second
 
 // stoppedWithin reports whether the target's container is (or, within d, becomes) gone or
 // stopped. An engine error counts as running: the command's own result stands.
