@@ -191,7 +191,6 @@ func execOp(cmd []string) string {
 	return "exec " + cmd[0]
 }
 
-
 // Port is a published port, as Connection reports it.
 type Port struct {
 	ContainerPort int    `json:"container_port"`
