@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
@@ -27,6 +25,8 @@ type globals struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	log            *slog.Logger
+	// out is the invocation's result, written once by finish.
+	out outcome
 }
 
 // run executes one command line and returns the process exit code.
@@ -37,11 +37,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
-	if err == nil {
-		return exitOK
-	}
-	return g.report(ctx, err)
+	return g.finish(ctx, root.ExecuteContext(ctx))
 }
 
 func newRootCmd(g *globals) *cobra.Command {
@@ -125,37 +121,6 @@ func (g *globals) setup() error {
 		logrus.SetLevel(logrus.ErrorLevel)
 	}
 	return nil
-}
-
-// printJSON writes v as one JSON document on stdout.
-func (g *globals) printJSON(v any) error {
-	return writeJSON(g.stdout, v)
-}
-
-// report prints err as `composebox: <kind>: <message>` on stderr (and, with --json, as an error
-// document on stdout) and returns the exit code.
-func (g *globals) report(ctx context.Context, err error) int {
-	var ee exitError
-	if errors.As(err, &ee) && ee.silent {
-		return ee.code
-	}
-	code := exitCode(err)
-	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		code = exitInterrupted
-	}
-	kind, msg := errorKind(err), err.Error()
-	var ue usageError
-	if errors.As(err, &ue) {
-		kind = "usage"
-	}
-	if g.JSON {
-		_ = writeJSON(g.stdout, map[string]any{"error": map[string]string{"kind": kind, "message": msg}})
-	}
-	fmt.Fprintf(g.stderr, "composebox: %s: %s\n", kind, strings.TrimSpace(msg))
-	if kind == "usage" {
-		fmt.Fprintln(g.stderr, "run 'composebox --help' for usage")
-	}
-	return code
 }
 
 // subnets is the managed-subnet configuration the flags ask for.

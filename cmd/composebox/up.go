@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -80,10 +82,11 @@ func runUp(cmd *cobra.Command, g *globals, path string, opts upOptions) error {
 	if err != nil {
 		return err
 	}
-	// Hand the sample over: it outlives this process and is never stale.
-	if err := sample.Detach(ctx); err != nil {
-		_ = sample.Cleanup(ctx)
-		return err
+	// Hand the sample over: it outlives this process and is never stale. Interrupted before
+	// the hand-over is complete, up removes it: no sample is left behind by a failed up.
+	if err := sample.Detach(ctx); err != nil || ctx.Err() != nil {
+		_ = sample.Cleanup(context.WithoutCancel(ctx))
+		return cmp.Or(err, ctx.Err())
 	}
 	res := upResult{Project: sample.Project()}
 	for _, sb := range sample.Sandboxes() {
@@ -93,11 +96,11 @@ func runUp(cmd *cobra.Command, g *globals, path string, opts upOptions) error {
 		}
 		res.Services = append(res.Services, svc)
 	}
-	if g.JSON {
-		return g.printJSON(res)
-	}
-	_, err = fmt.Fprintln(g.stdout, res.Project)
-	return err
+	g.setResult(res, func(w io.Writer) error {
+		_, err := fmt.Fprintln(w, res.Project)
+		return err
+	})
+	return nil
 }
 
 // orchestrator is the library as the CLI verbs use it.
