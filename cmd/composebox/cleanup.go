@@ -138,6 +138,9 @@ func runCleanup(ctx context.Context, g *globals, c client.APIClient, sel trackin
 				res.Projects = append(res.Projects, cleanupProjectResult{Project: p})
 			}
 		} else {
+			for _, p := range planned {
+				g.progress.set(p.Name, stRemoving, "")
+			}
 			results, err := tracking.RemovePlanned(ctx, c, planned, cleanup.RemoveOptions{})
 			if err != nil {
 				errs = append(errs, err)
@@ -154,6 +157,11 @@ func runCleanup(ctx context.Context, g *globals, c client.APIClient, sel trackin
 					}
 				}
 				res.Projects = append(res.Projects, pr)
+				if pr.Error != "" {
+					g.progress.set(r.Name, stFailed, "")
+				} else {
+					g.progress.set(r.Name, stRemoved, counts(r.Removed.Containers, r.Removed.Networks, r.Removed.Volumes))
+				}
 			}
 			pruneCache(ctx, c, cache)
 		}

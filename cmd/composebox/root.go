@@ -25,6 +25,9 @@ type globals struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	log            *slog.Logger
+	// Progress is the --progress mode; progress renders it on stderr.
+	Progress string
+	progress *progress
 	// out is the invocation's result, written once by finish.
 	out outcome
 }
@@ -60,6 +63,7 @@ func newRootCmd(g *globals) *cobra.Command {
 	}
 	root.PersistentFlags().BoolVar(&g.JSON, "json", false, "machine-readable output on stdout")
 	root.PersistentFlags().StringVar(&g.LogLevel, "log-level", "warn", "log level on stderr: debug, info, warn, error")
+	root.PersistentFlags().StringVar(&g.Progress, "progress", progressAuto, "progress of up, run and cleanup on stderr: auto (live on a terminal, else plain lines), tty, plain or none")
 	root.PersistentFlags().StringVar(&g.SubnetPool, "subnet-pool", "10.213.0.0/16", "pool of managed subnets for sample networks")
 	root.PersistentFlags().IntVar(&g.SubnetBits, "subnet-bits", 27, "prefix length of each managed subnet")
 	root.PersistentFlags().BoolVar(&g.NoSubnets, "no-managed-subnets", false, "let the daemon number sample networks from its default address pools")
@@ -107,6 +111,12 @@ func (g *globals) setup() error {
 	if _, err := g.subnets(); err != nil {
 		return usageError{err}
 	}
+	switch g.Progress {
+	case progressAuto, progressTTY, progressPlain, progressNone:
+	default:
+		return usageError{fmt.Errorf("--progress %q: want auto, tty, plain or none", g.Progress)}
+	}
+	g.progress = newProgress(g.stderr, g.Progress)
 	g.log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
 	// The compose library warns through the global logrus; only the CLI decides where it goes.
 	logrus.SetOutput(g.stderr)

@@ -117,10 +117,12 @@ func runRun(ctx context.Context, g *globals, path string, argv []string, opts ru
 		return err
 	}
 	spec.ReadyTimeout = opts.Ready
+	g.progress.building()
 	task, err := o.TaskInit(ctx, spec)
 	if err != nil {
 		return err
 	}
+	g.progress.starting(task)
 	// Task.Cleanup removes the sample too, on a detached context: Ctrl-C still cleans up.
 	defer func() {
 		if cerr := task.Cleanup(ctx); cerr != nil && err == nil {
