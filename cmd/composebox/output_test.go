@@ -162,6 +162,13 @@ func TestOutputContractEveryVerb(t *testing.T) {
 				if hasDiagnostics(out) {
 					t.Errorf("stdout holds diagnostics:\n%s", out)
 				}
+				// Progress is on stderr, one plain line per service's change.
+				if (tc.name == "up" || tc.name == "run") && !strings.Contains(errOut, "composebox: default: healthy") {
+					t.Errorf("no progress line for the default service on stderr:\n%s", errOut)
+				}
+				if tc.name == "run" && !strings.Contains(errOut, "composebox: default: removed") {
+					t.Errorf("no removal progress line on stderr:\n%s", errOut)
+				}
 				if tc.kind != "" && !strings.Contains(errOut, "composebox: "+tc.kind+": ") {
 					t.Errorf("stderr does not report %s:\n%s", tc.kind, errOut)
 				}

@@ -104,7 +104,8 @@ func (p *progress) set(subject, status, detail string) {
 	fmt.Fprintln(p.w, line)
 }
 
-// setAll moves every row not already in one of the final statuses to status.
+// setAll moves every service's row not already in one of the statuses unless to status (the
+// task's row is not a service's).
 func (p *progress) setAll(status, detail string, unless ...string) {
 	if p == nil || p.off {
 		return
@@ -112,7 +113,7 @@ func (p *progress) setAll(status, detail string, unless ...string) {
 	p.mu.Lock()
 	var subjects []string
 	for _, r := range p.rows {
-		skip := false
+		skip := r.subject == taskRow
 		for _, u := range unless {
 			skip = skip || r.status == u
 		}
