@@ -46,7 +46,7 @@ func (g *globals) finish(ctx context.Context, err error) int {
 	var ee exitError
 	silent := errors.As(err, &ee) && ee.silent
 	var sig interrupted
-	if errors.As(context.Cause(ctx), &sig) {
+	if errors.As(context.Cause(ctx), &sig) && !(g.stopsOnSignal && err == nil) {
 		// Whatever the verb made of its cancelled context, the process was interrupted.
 		code = sig.exitCode()
 		if err == nil {

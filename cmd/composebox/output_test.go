@@ -229,5 +229,11 @@ func TestInterruptedExitCodeAndDocument(t *testing.T) {
 		if err := json.Unmarshal(doc["error"], &e); err != nil || e.Kind != "interrupted" || doc["version"] == nil {
 			t.Errorf("%v: document %s", sig, out.String())
 		}
+		// A verb that runs until signalled (a server) and stopped cleanly exits 0.
+		out.Reset()
+		g := &globals{stdout: &out, stderr: &errb, stopsOnSignal: true}
+		if code := g.finish(ctx, nil); code != 0 || out.Len() != 0 {
+			t.Errorf("%v: a clean stop on a signal: exit %d, stdout %q", sig, code, out.String())
+		}
 	}
 }

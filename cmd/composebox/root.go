@@ -30,6 +30,9 @@ type globals struct {
 	progress *progress
 	// out is the invocation's result, written once by finish.
 	out outcome
+	// stopsOnSignal is set by a verb that runs until it is signalled (a server): a signal is
+	// then its normal end, and it exits 0 when it stopped cleanly, not 128+signal.
+	stopsOnSignal bool
 }
 
 // run executes one command line and returns the process exit code.
