@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -137,6 +138,9 @@ func runCleanup(ctx context.Context, g *globals, c client.APIClient, sel trackin
 				res.Projects = append(res.Projects, cleanupProjectResult{Project: p})
 			}
 		} else {
+			for _, p := range planned {
+				g.progress.set(p.Name, stRemoving, "")
+			}
 			results, err := tracking.RemovePlanned(ctx, c, planned, cleanup.RemoveOptions{})
 			if err != nil {
 				errs = append(errs, err)
@@ -153,6 +157,11 @@ func runCleanup(ctx context.Context, g *globals, c client.APIClient, sel trackin
 					}
 				}
 				res.Projects = append(res.Projects, pr)
+				if pr.Error != "" {
+					g.progress.set(r.Name, stFailed, "")
+				} else {
+					g.progress.set(r.Name, stRemoved, counts(r.Removed.Containers, r.Removed.Networks, r.Removed.Volumes))
+				}
 			}
 			pruneCache(ctx, c, cache)
 		}
@@ -164,13 +173,7 @@ func runCleanup(ctx context.Context, g *globals, c client.APIClient, sel trackin
 			errs = append(errs, err)
 		}
 	}
-	if g.JSON {
-		if err := g.printJSON(res); err != nil {
-			return err
-		}
-	} else {
-		printCleanup(g, res)
-	}
+	g.setResult(res, func(w io.Writer) error { return printCleanup(w, res) })
 	return errors.Join(errs...)
 }
 
@@ -198,8 +201,7 @@ func pruneCache(ctx context.Context, c client.APIClient, cache *tracking.Cache) 
 	_ = cache.Prune(func(p string) bool { return exists[p] })
 }
 
-func printCleanup(g *globals, res cleanupResult) {
-	w := g.stdout
+func printCleanup(w io.Writer, res cleanupResult) error {
 	verb := "removed"
 	if res.DryRun {
 		verb = "would remove"
@@ -217,9 +219,10 @@ func printCleanup(g *globals, res cleanupResult) {
 	}
 	if res.Images == nil {
 		if len(res.Projects) == 0 {
-			fmt.Fprintln(w, "nothing to remove")
+			_, err := fmt.Fprintln(w, "nothing to remove")
+			return err
 		}
-		return
+		return nil
 	}
 	for _, im := range res.Images.Removed {
 		fmt.Fprintf(w, "%s image %s (task %s, %s)\n", verb, imageName(im), im.Task, humanBytes(im.Size))
@@ -228,10 +231,11 @@ func printCleanup(g *globals, res cleanupResult) {
 		fmt.Fprintf(w, "kept image %s (task %s): %s\n", imageName(im), im.Task, im.Reason)
 	}
 	if res.DryRun {
-		fmt.Fprintf(w, "would reclaim about %s\n", humanBytes(res.Images.BytesReclaimed))
-	} else {
-		fmt.Fprintf(w, "reclaimed %s\n", humanBytes(res.Images.BytesReclaimed))
+		_, err := fmt.Fprintf(w, "would reclaim about %s\n", humanBytes(res.Images.BytesReclaimed))
+		return err
 	}
+	_, err := fmt.Fprintf(w, "reclaimed %s\n", humanBytes(res.Images.BytesReclaimed))
+	return err
 }
 
 func counts(ctrs, nets, vols int) string {

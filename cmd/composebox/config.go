@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -105,8 +106,11 @@ func runConfig(ctx context.Context, g *globals, arg string, opts configOptions) 
 		}
 	}
 	b.Write(out)
-	_, err = g.stdout.Write([]byte(b.String()))
-	return err
+	g.setResult(nil, func(w io.Writer) error {
+		_, err := io.WriteString(w, b.String())
+		return err
+	})
+	return nil
 }
 
 // printConfigJSON prints the project's JSON with one more member, "adaptations".
@@ -120,5 +124,6 @@ func printConfigJSON(g *globals, project []byte, adaptations []compose.Adaptatio
 		return err
 	}
 	doc["adaptations"] = a
-	return g.printJSON(doc)
+	g.setResult(doc, nil)
+	return nil
 }

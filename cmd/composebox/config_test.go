@@ -26,10 +26,7 @@ func runConfigCLI(t *testing.T, args ...string) (int, string, string) {
 	root.SetArgs(args)
 	root.SetOut(&out)
 	root.SetErr(&errb)
-	code := exitOK
-	if err := root.ExecuteContext(t.Context()); err != nil {
-		code = g.report(t.Context(), err)
-	}
+	code := g.finish(t.Context(), root.ExecuteContext(t.Context()))
 	return code, out.String(), errb.String()
 }
 

@@ -2,10 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/composebox/composebox/internal/engine"
+	"github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/internal/images"
 	"github.com/composebox/composebox/prereqs"
 )
@@ -52,18 +55,29 @@ func runDoctor(cmd *cobra.Command, g *globals, opts doctorOptions) error {
 	}
 	r := prereqs.Doctor(ctx, prereqs.Options{Extra: []prereqs.Check{policy},
 		Subnets: prereqs.SubnetOptions{Disabled: sn.Disabled, Pool: sn.Pool, Bits: sn.Bits}})
-	if g.JSON {
-		if err := g.printJSON(r); err != nil {
-			return err
-		}
-	} else {
+	g.setResult(r, func(w io.Writer) error {
 		for _, c := range r.Checks {
-			fmt.Fprintln(g.stdout, c)
+			if _, err := fmt.Fprintln(w, c); err != nil {
+				return err
+			}
 		}
-	}
+		return nil
+	})
 	if !r.OK {
-		// The report already says what failed and how to fix it.
-		return exitError{code: exitFailure, silent: true}
+		// The report already says what failed and how to fix it: nothing more on stderr, but
+		// the JSON document carries the error member.
+		return exitError{code: exitFailure, silent: true, err: doctorFailed(r)}
 	}
 	return nil
+}
+
+// doctorFailed names the checks that failed.
+func doctorFailed(r prereqs.Report) error {
+	var failed []string
+	for _, c := range r.Checks {
+		if c.Status == prereqs.Fail {
+			failed = append(failed, c.Name)
+		}
+	}
+	return errdefs.New(errdefs.ErrPrerequisite, "doctor: failed checks: "+strings.Join(failed, ", "))
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -26,6 +27,11 @@ labels alone, so it works from any process. A project that does not exist is not
 	}
 }
 
+// downJSON is the JSON shape of `down`.
+type downJSON struct {
+	Projects []downResult `json:"projects"`
+}
+
 type downResult struct {
 	Project string `json:"project"`
 	cleanup.Removed
@@ -38,7 +44,7 @@ func runDown(cmd *cobra.Command, g *globals, projects []string) error {
 		return err
 	}
 	defer c.Close()
-	var results []downResult
+	results := []downResult{}
 	var firstErr error
 	for _, p := range projects {
 		removed, err := cleanup.RemoveProject(ctx, lifecycle.Retrying(c, lifecycle.RetryPolicy{}, g.log), p, cleanup.RemoveOptions{})
@@ -53,14 +59,13 @@ func runDown(cmd *cobra.Command, g *globals, projects []string) error {
 			firstErr = err
 		}
 	}
-	if g.JSON {
-		if err := g.printJSON(results); err != nil {
-			return err
-		}
-	} else {
+	g.setResult(downJSON{Projects: results}, func(w io.Writer) error {
 		for _, r := range results {
-			fmt.Fprintf(g.stderr, "removed %s: %d containers, %d networks, %d volumes\n", r.Project, r.Containers, r.Networks, r.Volumes)
+			if _, err := fmt.Fprintf(w, "removed %s: %s\n", r.Project, counts(r.Containers, r.Networks, r.Volumes)); err != nil {
+				return err
+			}
 		}
-	}
+		return nil
+	})
 	return firstErr
 }

@@ -124,8 +124,10 @@ func (g *globals) streamExec(ctx context.Context, sb *orchestrator.Sandbox, req 
 	return g.execOutcome(res, err, true)
 }
 
-// execJSON is the JSON shape of exec with --json: a fixed surface that scripts parse.
+// execJSON is the JSON shape of exec (and run) with --json: a fixed surface that scripts parse.
 type execJSON struct {
+	// Project is the sample run started, for run; exec leaves it out.
+	Project         string `json:"project,omitempty"`
 	ExitCode        int    `json:"exit_code"`
 	Stdout          string `json:"stdout"`
 	Stderr          string `json:"stderr"`
@@ -133,24 +135,29 @@ type execJSON struct {
 	StderrTruncated bool   `json:"stderr_truncated"`
 }
 
-// execOutcome prints a finished exec, unless its output was streamed as it arrived, and turns
-// it into the process exit code.
+// execOutcome records a finished exec as the result (its output too, unless it was streamed
+// as it arrived) and turns it into the process exit code.
 func (g *globals) execOutcome(res orchestrator.ExecResult, err error, streamed bool) error {
+	return g.execOutcomeOf("", res, err, streamed)
+}
+
+func (g *globals) execOutcomeOf(project string, res orchestrator.ExecResult, err error, streamed bool) error {
 	var ee *orchestrator.ExecError
 	if errors.As(err, &ee) {
 		res = ee.Result
 	}
 	ran := err == nil || ee != nil
-	if ran && !streamed {
-		if g.JSON {
-			if jerr := g.printJSON(execJSON{ExitCode: res.ExitCode, Stdout: res.StdoutText(), Stderr: res.StderrText(),
-				StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated}); jerr != nil {
-				return jerr
+	if ran {
+		var text func(io.Writer) error
+		if !streamed {
+			text = func(w io.Writer) error {
+				_, _ = g.stderr.Write(res.Stderr)
+				_, err := w.Write(res.Stdout)
+				return err
 			}
-		} else {
-			_, _ = g.stdout.Write(res.Stdout)
-			_, _ = g.stderr.Write(res.Stderr)
 		}
+		g.setResult(execJSON{Project: project, ExitCode: res.ExitCode, Stdout: res.StdoutText(), Stderr: res.StderrText(),
+			StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated}, text)
 	}
 	switch {
 	case err == nil:

@@ -1,23 +1,43 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
-	"io"
+	"fmt"
+	"syscall"
 
 	"github.com/composebox/composebox/internal/errdefs"
 )
 
 // Exit codes, a fixed surface that scripts rely on (the README lists them).
 const (
-	exitOK          = 0
-	exitUsage       = 2
-	exitTimeout     = 124
-	exitFailure     = 125
-	exitCannotRun   = 126
-	exitNotFound    = 127
+	exitOK        = 0
+	exitUsage     = 2
+	exitTimeout   = 124
+	exitFailure   = 125
+	exitCannotRun = 126
+	exitNotFound  = 127
+	// A signal exits 128+its number, as a shell reports it: 130 for SIGINT, 143 for SIGTERM,
+	// once the cleanup it triggered is done.
 	exitInterrupted = 130
+	exitTerminated  = 143
 )
+
+// interrupted is the cause of the context a signal cancelled.
+type interrupted struct{ sig syscall.Signal }
+
+func (i interrupted) Error() string { return fmt.Sprintf("interrupted by %s", signalName(i.sig)) }
+
+func (i interrupted) exitCode() int { return 128 + int(i.sig) }
+
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return s.String()
+}
 
 // usageError is a command line that cannot be understood: exit 2.
 type usageError struct{ err error }
@@ -58,12 +78,6 @@ func exitCode(err error) int {
 		return exitTimeout
 	}
 	return exitFailure
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 type errUsage string

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -36,7 +37,7 @@ host). Without --all, projects of other hosts are left out.
 PORTS lists the host ports the project's containers publish, as the engine bound them (an
 ephemeral one where the compose file fixed a port).
 
-With --json, prints an array of {name, task, sample, owner, status, stale, created, containers,
+With --json, prints {"projects": [...]}, each project an object {name, task, sample, owner, status, stale, created, containers,
 networks, volumes, config, container_names, ports}.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -73,27 +74,29 @@ func runLs(ctx context.Context, g *globals, c client.APIClient, opts lsOptions) 
 		}
 		shown = append(shown, p)
 	}
-	if g.JSON {
-		return g.printJSON(shown)
-	}
-	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROJECT\tTASK\tSAMPLE\tSTATUS\tCREATED\tCONTAINERS\tNETWORKS\tVOLUMES\tOWNER\tPORTS")
-	now := time.Now()
-	for _, p := range shown {
-		ports := make([]string, len(p.Ports))
-		for i, port := range p.Ports {
-			ports[i] = port.String()
+	g.setResult(lsResult{Projects: shown}, func(w io.Writer) error {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "PROJECT\tTASK\tSAMPLE\tSTATUS\tCREATED\tCONTAINERS\tNETWORKS\tVOLUMES\tOWNER\tPORTS")
+		now := time.Now()
+		for _, p := range shown {
+			ports := make([]string, len(p.Ports))
+			for i, port := range p.Ports {
+				ports[i] = port.String()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", p.Name, dash(p.Task), dash(p.Sample), p.Status,
+				age(now, p.Created), p.Containers, p.Networks, p.Volumes, dash(p.Owner), dash(strings.Join(ports, ",")))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", p.Name, dash(p.Task), dash(p.Sample), p.Status,
-			age(now, p.Created), p.Containers, p.Networks, p.Volumes, dash(p.Owner), dash(strings.Join(ports, ",")))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if hidden > 0 {
+		return tw.Flush()
+	})
+	if hidden > 0 && !g.JSON {
 		fmt.Fprintf(g.stderr, "%d projects whose owner is on another host (or unknown) not shown: --all lists them\n", hidden)
 	}
 	return nil
+}
+
+// lsResult is the JSON shape of `ls`.
+type lsResult struct {
+	Projects []lsEntry `json:"projects"`
 }
 
 // otherHost reports a project whose owner runs on another host (or cannot be read).

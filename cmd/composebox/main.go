@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -16,11 +17,23 @@ func main() {
 	if tracking.ReaperMain() {
 		return
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// The first signal cancels the command, which then cleans up what it started; later
+		// ones are absorbed so that a second Ctrl-C cannot cut that cleanup short and leak.
+		first := true
+		for s := range sigs {
+			sig, _ := s.(syscall.Signal)
+			if first {
+				cancel(interrupted{sig: sig})
+				first = false
+			}
+			fmt.Fprintf(os.Stderr, "composebox: %s: cleaning up before exiting\n", signalName(sig))
+		}
+	}()
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	if ctx.Err() != nil && code != 0 {
-		code = exitInterrupted
-	}
-	stop()
+	signal.Stop(sigs)
 	os.Exit(code)
 }

@@ -218,12 +218,12 @@ func lsJSON(t *testing.T, task string, extra ...string) map[string]tracking.Proj
 	if code != 0 {
 		t.Fatalf("ls: exit %d\n%s%s", code, out, errOut)
 	}
-	var list []tracking.Project
+	var list lsResult
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		t.Fatalf("ls --json: %v\n%s", err, out)
 	}
 	got := map[string]tracking.Project{}
-	for _, p := range list {
+	for _, p := range list.Projects {
 		if p.Task == task {
 			got[p.Name] = p
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -54,16 +55,24 @@ func runReap(ctx context.Context, g *globals, opts reapOptions) error {
 		}
 		out = append(out, pr)
 	}
-	if g.JSON {
-		if jerr := g.printJSON(out); jerr != nil && err == nil {
-			err = jerr
-		}
-	} else {
+	g.setResult(reapJSON{Projects: out}, func(w io.Writer) error {
 		for _, p := range out {
+			var err error
 			if p.Error == "" {
-				fmt.Fprintf(g.stderr, "reaped %s (task %s): %s\n", p.Name, dash(p.Task), counts(p.Removed.Containers, p.Removed.Networks, p.Removed.Volumes))
+				_, err = fmt.Fprintf(w, "reaped %s (task %s): %s\n", p.Name, dash(p.Task), counts(p.Removed.Containers, p.Removed.Networks, p.Removed.Volumes))
+			} else {
+				_, err = fmt.Fprintf(w, "failed %s (task %s): %s\n", p.Name, dash(p.Task), p.Error)
+			}
+			if err != nil {
+				return err
 			}
 		}
-	}
+		return nil
+	})
 	return err
+}
+
+// reapJSON is the JSON shape of `reap`.
+type reapJSON struct {
+	Projects []cleanupProjectResult `json:"projects"`
 }

@@ -37,12 +37,12 @@ func TestReapVerb(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("reap did not return within 10 s of the owner's death")
 	}
-	var got []cleanupProjectResult
+	var got reapJSON
 	if r.code != 0 || json.Unmarshal([]byte(r.out), &got) != nil {
 		t.Fatalf("reap: exit %d\n%s%s", r.code, r.out, r.err)
 	}
 	var names []string
-	for _, p := range got {
+	for _, p := range got.Projects {
 		names = append(names, p.Name)
 	}
 	if !slices.Equal(names, []string{owner.project}) {

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
@@ -27,6 +25,14 @@ type globals struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	log            *slog.Logger
+	// Progress is the --progress mode; progress renders it on stderr.
+	Progress string
+	progress *progress
+	// out is the invocation's result, written once by finish.
+	out outcome
+	// stopsOnSignal is set by a verb that runs until it is signalled (a server): a signal is
+	// then its normal end, and it exits 0 when it stopped cleanly, not 128+signal.
+	stopsOnSignal bool
 }
 
 // run executes one command line and returns the process exit code.
@@ -37,11 +43,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
-	if err == nil {
-		return exitOK
-	}
-	return g.report(ctx, err)
+	return g.finish(ctx, root.ExecuteContext(ctx))
 }
 
 func newRootCmd(g *globals) *cobra.Command {
@@ -64,6 +66,7 @@ func newRootCmd(g *globals) *cobra.Command {
 	}
 	root.PersistentFlags().BoolVar(&g.JSON, "json", false, "machine-readable output on stdout")
 	root.PersistentFlags().StringVar(&g.LogLevel, "log-level", "warn", "log level on stderr: debug, info, warn, error")
+	root.PersistentFlags().StringVar(&g.Progress, "progress", progressAuto, "progress of up, run and cleanup on stderr: auto (live on a terminal, else plain lines), tty, plain or none")
 	root.PersistentFlags().StringVar(&g.SubnetPool, "subnet-pool", "10.213.0.0/16", "pool of managed subnets for sample networks")
 	root.PersistentFlags().IntVar(&g.SubnetBits, "subnet-bits", 27, "prefix length of each managed subnet")
 	root.PersistentFlags().BoolVar(&g.NoSubnets, "no-managed-subnets", false, "let the daemon number sample networks from its default address pools")
@@ -111,6 +114,12 @@ func (g *globals) setup() error {
 	if _, err := g.subnets(); err != nil {
 		return usageError{err}
 	}
+	switch g.Progress {
+	case progressAuto, progressTTY, progressPlain, progressNone:
+	default:
+		return usageError{fmt.Errorf("--progress %q: want auto, tty, plain or none", g.Progress)}
+	}
+	g.progress = newProgress(g.stderr, g.Progress)
 	g.log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
 	// The compose library warns through the global logrus; only the CLI decides where it goes.
 	logrus.SetOutput(g.stderr)
@@ -125,37 +134,6 @@ func (g *globals) setup() error {
 		logrus.SetLevel(logrus.ErrorLevel)
 	}
 	return nil
-}
-
-// printJSON writes v as one JSON document on stdout.
-func (g *globals) printJSON(v any) error {
-	return writeJSON(g.stdout, v)
-}
-
-// report prints err as `composebox: <kind>: <message>` on stderr (and, with --json, as an error
-// document on stdout) and returns the exit code.
-func (g *globals) report(ctx context.Context, err error) int {
-	var ee exitError
-	if errors.As(err, &ee) && ee.silent {
-		return ee.code
-	}
-	code := exitCode(err)
-	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		code = exitInterrupted
-	}
-	kind, msg := errorKind(err), err.Error()
-	var ue usageError
-	if errors.As(err, &ue) {
-		kind = "usage"
-	}
-	if g.JSON {
-		_ = writeJSON(g.stdout, map[string]any{"error": map[string]string{"kind": kind, "message": msg}})
-	}
-	fmt.Fprintf(g.stderr, "composebox: %s: %s\n", kind, strings.TrimSpace(msg))
-	if kind == "usage" {
-		fmt.Fprintln(g.stderr, "run 'composebox --help' for usage")
-	}
-	return code
 }
 
 // subnets is the managed-subnet configuration the flags ask for.

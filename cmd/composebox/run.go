@@ -117,10 +117,12 @@ func runRun(ctx context.Context, g *globals, path string, argv []string, opts ru
 		return err
 	}
 	spec.ReadyTimeout = opts.Ready
+	g.progress.building()
 	task, err := o.TaskInit(ctx, spec)
 	if err != nil {
 		return err
 	}
+	g.progress.starting(task)
 	// Task.Cleanup removes the sample too, on a detached context: Ctrl-C still cleans up.
 	defer func() {
 		if cerr := task.Cleanup(ctx); cerr != nil && err == nil {
@@ -131,7 +133,13 @@ func runRun(ctx context.Context, g *globals, path string, argv []string, opts ru
 	if err != nil {
 		return err
 	}
-	return g.streamExec(ctx, sample.Default(), orchestrator.ExecRequest{Cmd: argv, Timeout: opts.Timeout})
+	req := orchestrator.ExecRequest{Cmd: argv, Timeout: opts.Timeout}
+	if g.JSON {
+		// The output is part of the one JSON document, so it is collected, not streamed.
+		res, err := sample.Default().Exec(ctx, req)
+		return g.execOutcomeOf(sample.Project(), res, err, false)
+	}
+	return g.streamExec(ctx, sample.Default(), req)
 }
 
 // oneShotImage tells run's two uses of --image apart: SERVICE=REF replaces a service's image in
@@ -224,5 +232,5 @@ func runImage(ctx context.Context, g *globals, spec orchestrator.ContainerSpec, 
 	if err != nil && res.Project == "" {
 		return err // nothing ran: the spec, the policy, the image or the start failed
 	}
-	return g.execOutcome(res.ExecResult, err, !g.JSON)
+	return g.execOutcomeOf(res.Project, res.ExecResult, err, !g.JSON)
 }

@@ -178,11 +178,11 @@ func TestUpSuiteSamplesReportPortsAndDownRemovesTheirDirectory(t *testing.T) {
 		t.Errorf("exec by the old container name: exit %d, %q", code, out)
 	}
 	code, out, _ := runCLI(t, "ls", "--json")
-	var list []tracking.Project
+	var list lsResult
 	_ = json.Unmarshal([]byte(out), &list)
 	want := tracking.PublishedPort{Service: "victim", ContainerPort: 1337, Protocol: "tcp", HostIP: "127.0.0.1", HostPort: victim.Ports[0].HostPort}
 	found := false
-	for _, p := range list {
+	for _, p := range list.Projects {
 		found = found || (p.Name == up.Project && slices.Equal(p.Ports, []tracking.PublishedPort{want}))
 	}
 	if code != 0 || !found {

@@ -1,12 +1,12 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
-	"github.com/moby/term"
 	"github.com/spf13/cobra"
 
 	"github.com/composebox/composebox/orchestrator"
@@ -72,18 +72,21 @@ func runUp(cmd *cobra.Command, g *globals, path string, opts upOptions) error {
 		return err
 	}
 	spec.ReadyTimeout = opts.Timeout
+	g.progress.building()
 	task, err := o.TaskInit(ctx, spec)
 	if err != nil {
 		return err
 	}
+	g.progress.starting(task)
 	sample, err := task.SampleInit(ctx, sspec)
 	if err != nil {
 		return err
 	}
-	// Hand the sample over: it outlives this process and is never stale.
-	if err := sample.Detach(ctx); err != nil {
-		_ = sample.Cleanup(ctx)
-		return err
+	// Hand the sample over: it outlives this process and is never stale. Interrupted before
+	// the hand-over is complete, up removes it: no sample is left behind by a failed up.
+	if err := sample.Detach(ctx); err != nil || ctx.Err() != nil {
+		_ = sample.Cleanup(context.WithoutCancel(ctx))
+		return cmp.Or(err, ctx.Err())
 	}
 	res := upResult{Project: sample.Project()}
 	for _, sb := range sample.Sandboxes() {
@@ -93,11 +96,11 @@ func runUp(cmd *cobra.Command, g *globals, path string, opts upOptions) error {
 		}
 		res.Services = append(res.Services, svc)
 	}
-	if g.JSON {
-		return g.printJSON(res)
-	}
-	_, err = fmt.Fprintln(g.stdout, res.Project)
-	return err
+	g.setResult(res, func(w io.Writer) error {
+		_, err := fmt.Fprintln(w, res.Project)
+		return err
+	})
+	return nil
 }
 
 // orchestrator is the library as the CLI verbs use it.
@@ -106,35 +109,9 @@ func (g *globals) orchestrator(reaper bool, extra ...orchestrator.Option) (*orch
 	if err != nil {
 		return nil, usageError{err}
 	}
-	opts := []orchestrator.Option{orchestrator.WithLogger(g.log), orchestrator.WithObserver(g.progress()), orchestrator.WithSubnets(sn)}
+	opts := []orchestrator.Option{orchestrator.WithLogger(g.log), orchestrator.WithObserver(g.progress.observer()), orchestrator.WithSubnets(sn)}
 	if reaper {
 		opts = append(opts, orchestrator.WithReaper())
 	}
 	return orchestrator.New(append(opts, extra...)...)
-}
-
-// progress renders lifecycle events on stderr when it is a terminal, and nothing otherwise.
-func (g *globals) progress() orchestrator.Observer {
-	f, ok := g.stderr.(*os.File)
-	if !ok || !term.IsTerminal(f.Fd()) {
-		return func(orchestrator.Event) {}
-	}
-	return progressPrinter(g.stderr)
-}
-
-func progressPrinter(w io.Writer) orchestrator.Observer {
-	return func(e orchestrator.Event) {
-		subject := e.Project
-		if subject == "" {
-			subject = "task " + e.Task
-		}
-		if e.Service != "" {
-			subject += " " + e.Service
-		}
-		line := fmt.Sprintf("%s %s (%s)", subject, e.Kind, e.Duration.Round(time.Millisecond))
-		if e.Err != nil {
-			line += ": failed"
-		}
-		fmt.Fprintln(w, line)
-	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"runtime"
 
 	"github.com/spf13/cobra"
@@ -19,11 +20,11 @@ func newVersionCmd(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			v := map[string]string{"version": version, "go": runtime.Version(), "compose": lifecycle.ComposeVersion()}
-			if g.JSON {
-				return g.printJSON(v)
-			}
-			_, err := fmt.Fprintf(g.stdout, "composebox %s (%s, compose %s)\n", v["version"], v["go"], v["compose"])
-			return err
+			g.setResult(v, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "composebox %s (%s, compose %s)\n", v["version"], v["go"], v["compose"])
+				return err
+			})
+			return nil
 		},
 	}
 }

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moby/term"
+
+	"github.com/composebox/composebox/orchestrator"
+)
+
+// Progress of up, run and cleanup goes to stderr, never stdout (that is the result's). On a
+// terminal it is a live table, one row per service (or per project, for cleanup) whose status
+// changes in place: building, built, starting, started, healthy, failed, removing, removed.
+// Otherwise each change is one plain line, for logs. --progress picks a mode by hand.
+const (
+	progressAuto  = "auto"
+	progressTTY   = "tty"
+	progressPlain = "plain"
+	progressNone  = "none"
+)
+
+// Row statuses.
+const (
+	stBuilding = "building"
+	stBuilt    = "built"
+	stStarting = "starting"
+	stStarted  = "started"
+	stHealthy  = "healthy"
+	stFailed   = "failed"
+	stRemoving = "removing"
+	stRemoved  = "removed"
+	stReady    = "ready"
+)
+
+// progress renders rows of (subject, status). It is safe for concurrent use: the orchestrator
+// calls its observer from several goroutines.
+type progress struct {
+	mu    sync.Mutex
+	w     io.Writer
+	tty   bool
+	off   bool
+	rows  []*progressRow
+	index map[string]*progressRow
+	// drawn is how many lines the last live redraw printed, to move back over them.
+	drawn int
+}
+
+type progressRow struct {
+	subject string
+	status  string
+	detail  string
+}
+
+// newProgress returns the renderer for mode; auto is live on a terminal, plain otherwise.
+func newProgress(w io.Writer, mode string) *progress {
+	p := &progress{w: w, index: map[string]*progressRow{}}
+	switch mode {
+	case progressNone:
+		p.off = true
+	case progressTTY:
+		p.tty = true
+	case progressPlain:
+	default:
+		p.tty = isTerminal(w)
+	}
+	return p
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(f.Fd())
+}
+
+// set moves subject to status, with an optional detail, and renders the change.
+func (p *progress) set(subject, status, detail string) {
+	if p == nil || p.off {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.index[subject]
+	if !ok {
+		r = &progressRow{subject: subject}
+		p.index[subject] = r
+		p.rows = append(p.rows, r)
+	}
+	if r.status == status && r.detail == detail {
+		return
+	}
+	r.status, r.detail = status, detail
+	if p.tty {
+		p.redraw()
+		return
+	}
+	line := "composebox: " + r.subject + ": " + r.status
+	if detail != "" {
+		line += " (" + detail + ")"
+	}
+	fmt.Fprintln(p.w, line)
+}
+
+// setAll moves every service's row not already in one of the statuses unless to status (the
+// task's row is not a service's).
+func (p *progress) setAll(status, detail string, unless ...string) {
+	if p == nil || p.off {
+		return
+	}
+	p.mu.Lock()
+	var subjects []string
+	for _, r := range p.rows {
+		skip := r.subject == taskRow
+		for _, u := range unless {
+			skip = skip || r.status == u
+		}
+		if !skip {
+			subjects = append(subjects, r.subject)
+		}
+	}
+	p.mu.Unlock()
+	for _, s := range subjects {
+		p.set(s, status, detail)
+	}
+}
+
+// redraw rewrites the live table in place: back up over the last drawing, then one cleared
+// line per row. Called with mu held.
+func (p *progress) redraw() {
+	var b strings.Builder
+	if p.drawn > 0 {
+		fmt.Fprintf(&b, "\x1b[%dA", p.drawn)
+	}
+	width := 0
+	for _, r := range p.rows {
+		width = max(width, len(r.subject))
+	}
+	for _, r := range p.rows {
+		fmt.Fprintf(&b, "\r\x1b[2K %-*s  %-9s", width, r.subject, r.status)
+		if r.detail != "" {
+			b.WriteString("  " + r.detail)
+		}
+		b.WriteByte('\n')
+	}
+	p.drawn = len(p.rows)
+	_, _ = io.WriteString(p.w, b.String())
+}
+
+// observer turns the orchestrator's lifecycle events into rows, one per service. A sample's
+// events carry its project, which a single-sample command does not need to repeat, so rows
+// are named by service alone.
+func (p *progress) observer() orchestrator.Observer {
+	return func(e orchestrator.Event) {
+		dur := e.Duration.Round(10 * time.Millisecond).String()
+		switch e.Kind {
+		case orchestrator.EventImageBuilt:
+			p.set(e.Service, stBuilt, "image in "+dur)
+		case orchestrator.EventSampleStarted:
+			p.setAll(stStarted, "", stHealthy, stFailed)
+		case orchestrator.EventServiceReady:
+			p.set(e.Service, stHealthy, "after "+dur)
+		case orchestrator.EventSampleFailed:
+			p.setAll(stFailed, "", stHealthy)
+		case orchestrator.EventSampleRemoved:
+			p.setAll(stRemoved, "")
+		}
+	}
+}
+
+// taskRow is the row of the task's preparation (its images built, or found cached).
+const taskRow = "task"
+
+// building shows the task being prepared, before TaskInit.
+func (p *progress) building() { p.set(taskRow, stBuilding, "") }
+
+// starting shows the task ready and one row per service of the sample about to start.
+func (p *progress) starting(task *orchestrator.Task) {
+	p.set(taskRow, stReady, task.Name())
+	for _, n := range task.Project().ServiceNames() {
+		p.set(n, stStarting, "")
+	}
+}

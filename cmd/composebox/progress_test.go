@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/composebox/composebox/orchestrator"
+)
+
+// sampleEvents is what the orchestrator reports for a two-service sample that builds one
+// image, starts, becomes healthy and is removed.
+func sampleEvents(p *progress) {
+	obs := p.observer()
+	p.building()
+	obs(orchestrator.Event{Kind: orchestrator.EventImageBuilt, Service: "web", Duration: 1500 * time.Millisecond})
+	p.set(taskRow, stReady, "t")
+	for _, s := range []string{"default", "web"} {
+		p.set(s, stStarting, "")
+	}
+	obs(orchestrator.Event{Kind: orchestrator.EventSampleStarted, Project: "t-1"})
+	obs(orchestrator.Event{Kind: orchestrator.EventServiceReady, Project: "t-1", Service: "web", Duration: time.Second})
+	obs(orchestrator.Event{Kind: orchestrator.EventServiceReady, Project: "t-1", Service: "default", Duration: 2 * time.Second})
+	obs(orchestrator.Event{Kind: orchestrator.EventSampleRemoved, Project: "t-1"})
+}
+
+// Without a terminal, each change is one plain line, in order.
+func TestProgressPlainLines(t *testing.T) {
+	var b bytes.Buffer
+	sampleEvents(newProgress(&b, progressPlain))
+	want := strings.Join([]string{
+		"composebox: task: building",
+		"composebox: web: built (image in 1.5s)",
+		"composebox: task: ready (t)",
+		"composebox: default: starting",
+		"composebox: web: starting",
+		"composebox: web: started",
+		"composebox: default: started",
+		"composebox: web: healthy (after 1s)",
+		"composebox: default: healthy (after 2s)",
+		"composebox: web: removed",
+		"composebox: default: removed",
+	}, "\n") + "\n"
+	if b.String() != want {
+		t.Errorf("plain progress:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// On a terminal, the table is redrawn in place: each redraw moves the cursor back up over the
+// previous one and clears each line, so the screen ends with one row per subject in its last
+// status.
+func TestProgressLiveTableRedrawsInPlace(t *testing.T) {
+	var b bytes.Buffer
+	sampleEvents(newProgress(&b, progressTTY))
+	out := b.String()
+	if !strings.Contains(out, "\x1b[3A") || !strings.Contains(out, "\x1b[2K") {
+		t.Fatalf("no cursor-up and clear-line sequences: %q", out)
+	}
+	// Replay the drawing on a virtual screen.
+	var screen []string
+	row := 0
+	for _, tok := range regexp.MustCompile(`\x1b\[(\d+)A|\r\x1b\[2K([^\n]*)\n`).FindAllStringSubmatch(out, -1) {
+		if tok[1] != "" {
+			var n int
+			for _, ch := range tok[1] {
+				n = n*10 + int(ch-'0')
+			}
+			row -= n
+			continue
+		}
+		for len(screen) <= row {
+			screen = append(screen, "")
+		}
+		screen[row] = strings.Join(strings.Fields(tok[2]), " ")
+		row++
+	}
+	want := []string{"task ready t", "web removed", "default removed"}
+	if strings.Join(screen, "|") != strings.Join(want, "|") {
+		t.Errorf("final screen %q, want %q", screen, want)
+	}
+}
+
+// none prints nothing; auto on a buffer (not a terminal) is plain.
+func TestProgressModes(t *testing.T) {
+	var b bytes.Buffer
+	sampleEvents(newProgress(&b, progressNone))
+	if b.Len() != 0 {
+		t.Errorf("--progress none printed %q", b.String())
+	}
+	if p := newProgress(&b, progressAuto); p.tty || p.off {
+		t.Errorf("auto on a buffer: tty %t, off %t; want plain", p.tty, p.off)
+	}
+}
