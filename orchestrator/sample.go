@@ -44,6 +44,8 @@ type Sample struct {
 	project   string
 	sandboxes []*Sandbox
 	created   time.Time
+	// pooled says the sample was started for the task's warm pool.
+	pooled bool
 
 	cleanupOnce sync.Once
 	cleanupErr  error
@@ -78,11 +80,26 @@ func (s *Sample) Sandbox(service string) (*Sandbox, error) {
 // is registered for cleanup before it starts, so Task.Cleanup removes it even if SampleInit is
 // interrupted. On failure the project is torn down (unless KeepOnFailure) and the error names
 // every service that was not ready, with its state, exit code, health output and log tail.
+//
+// When the task keeps a warm pool (TaskSpec.Warm, Task.Prewarm) and a sample in it is ready,
+// SampleInit takes that one instead of starting a new one.
 func (t *Task) SampleInit(ctx context.Context, spec SampleSpec) (*Sample, error) {
+	if s := t.takeWarm(ctx, spec); s != nil {
+		return s, nil
+	}
+	return t.startSample(ctx, spec, nil)
+}
+
+// startSample starts a sample. A refill of the warm pool passes the start slot it already
+// holds (refills take only capacity no SampleInit waits for), and gets a pooled sample.
+func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (*Sample, error) {
 	start := time.Now()
-	slot, err := t.o.starts.acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("sample init %s: %w", t.name, err)
+	slot := refill
+	if slot == nil {
+		var err error
+		if slot, err = t.o.starts.acquire(ctx); err != nil {
+			return nil, fmt.Errorf("sample init %s: %w", t.name, err)
+		}
 	}
 	// The slot is released with the start's outcome as soon as it is known, which steers the
 	// ramp; this only covers the returns before that.
@@ -93,7 +110,7 @@ func (t *Task) SampleInit(ctx context.Context, spec SampleSpec) (*Sample, error)
 	if id == "" {
 		id = short
 	}
-	s := &Sample{o: t.o, task: t, id: id, project: compose.ProjectName(t.name, short), created: start}
+	s := &Sample{o: t.o, task: t, id: id, project: compose.ProjectName(t.name, short), created: start, pooled: refill != nil}
 	p, err := t.sampleProject(ctx, s, spec)
 	if err != nil {
 		return nil, fmt.Errorf("sample init %s: %w", s.project, err)
@@ -211,6 +228,9 @@ func (t *Task) sampleProject(ctx context.Context, s *Sample, spec SampleSpec) (*
 		svc.CustomLabels = maps.Clone(svc.CustomLabels)
 		svc.CustomLabels[labels.LabelDefaultService] = "true"
 		np.Services[t.defaultService] = svc
+	}
+	if s.pooled {
+		markPooled(np)
 	}
 	return np, nil
 }

@@ -68,6 +68,11 @@ type TaskSpec struct {
 	// prebuilt image, or a local one. A service with a build section runs the override and is
 	// not built. The image must be present locally.
 	ImageOverrides map[string]string
+
+	// Warm keeps this many ready samples of the task (a warm pool), started in the background
+	// from TaskInit on, with start capacity no SampleInit is waiting for; SampleInit takes one
+	// when one is ready. Zero: no pool. See Task.Prewarm.
+	Warm int
 }
 
 // Task is a resolved, policed and built compose project from which samples are started. It is
@@ -97,6 +102,11 @@ type Task struct {
 	// removes only these, never those of another task of the same name in this process.
 	projects map[string]bool
 	closed   bool
+	// pool is the task's warm pool, nil until Prewarm.
+	pool *pool
+	// fp is the task's configuration fingerprint in its warm markers, computed once.
+	fpOnce sync.Once
+	fp     string
 }
 
 // Name is the task's name.
@@ -144,6 +154,9 @@ func (o *Orchestrator) TaskInit(ctx context.Context, spec TaskSpec) (*Task, erro
 		return nil, fmt.Errorf("task init %s: %w", t.name, err)
 	}
 	o.emit(Event{Kind: EventTaskReady, Task: t.name, Duration: time.Since(start)})
+	if spec.Warm > 0 {
+		t.prewarmFromSpec(ctx, spec.Warm)
+	}
 	return t, nil
 }
 
@@ -337,6 +350,7 @@ func (t *Task) requireImage(ctx context.Context, ref, why string) error {
 // found by labels (this task's name, this process's ownership). It runs on a detached context
 // with a deadline, so a cancelled ctx still cleans up. Samples cannot start afterwards.
 func (t *Task) Cleanup(ctx context.Context) error {
+	t.stopPool(ctx)
 	t.mu.Lock()
 	first := !t.closed
 	t.closed = true
