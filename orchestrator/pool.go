@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -20,6 +21,7 @@ import (
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/compose"
 	cbxerr "github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/lifecycle"
 )
 
 // Warm pools. A task may keep n ready samples nobody asked for yet; SampleInit takes one when
@@ -77,7 +79,13 @@ type pool struct {
 	// pauseUntil is when refills may start again after a failure.
 	pauseUntil time.Time
 	stopped    bool
+	// warmAt is when each ready sample's warm marker was in place (see reconcile).
+	warmAt map[string]time.Time
 }
+
+// reconcileEvery is how often a pool with ready samples checks that their warm markers are
+// still there: another process may have taken one (TaskSpec.TakeShared).
+const reconcileEvery = 500 * time.Millisecond
 
 // Poolable reports whether the task's samples can be pooled, and why not. A sample whose files
 // reference per-sample variables (SAMPLE_METADATA_*, COMPOSE_PROJECT_NAME, a layout's names
@@ -172,6 +180,8 @@ func (p *pool) run() {
 		close(p.done)
 	}()
 	var timer *time.Timer
+	tick := time.NewTicker(reconcileEvery)
+	defer tick.Stop()
 	for {
 		p.mu.Lock()
 		need := p.target - len(p.ready) - p.filling
@@ -186,6 +196,8 @@ func (p *pool) run() {
 			select {
 			case <-p.wake:
 			case <-after:
+			case <-tick.C:
+				p.reconcile()
 			case <-p.ctx.Done():
 				return
 			}
@@ -214,10 +226,12 @@ func (p *pool) run() {
 func (p *pool) fill(slot *slot) {
 	t := p.t
 	s, err := t.startSample(p.ctx, SampleSpec{}, slot)
+	var markedAt time.Time
 	if err == nil {
 		if err = tracking.MarkWarm(p.ctx, t.o.client, s.project, t.name, s.id, t.o.owner, t.fingerprint()); err != nil {
 			p.discard(s)
 		}
+		markedAt = time.Now()
 	}
 	p.mu.Lock()
 	p.filling--
@@ -235,6 +249,10 @@ func (p *pool) fill(slot *slot) {
 	default:
 		p.failures = 0
 		p.ready = append(p.ready, s)
+		if p.warmAt == nil {
+			p.warmAt = map[string]time.Time{}
+		}
+		p.warmAt[s.project] = markedAt
 	}
 	p.mu.Unlock()
 	p.nudge()
@@ -245,6 +263,44 @@ func (p *pool) fill(slot *slot) {
 		return
 	}
 	t.o.emit(Event{Kind: EventPoolWarm, Task: t.name, Sample: s.id, Project: s.project})
+}
+
+// reconcile forgets the ready samples whose warm marker is gone: another process took them.
+// Only markers in place before the listing started count as missing.
+func (p *pool) reconcile() {
+	t := p.t
+	p.mu.Lock()
+	n := len(p.ready)
+	p.mu.Unlock()
+	if n == 0 {
+		return
+	}
+	since := time.Now()
+	warm, err := tracking.WarmProjects(p.ctx, t.o.client, t.name)
+	if err != nil {
+		return
+	}
+	have := map[string]bool{}
+	for _, w := range warm {
+		have[w.Project] = true
+	}
+	var gone []*Sample
+	p.mu.Lock()
+	p.ready = slices.DeleteFunc(p.ready, func(s *Sample) bool {
+		if !have[s.project] && p.warmAt[s.project].Before(since) {
+			gone = append(gone, s)
+			delete(p.warmAt, s.project)
+			return true
+		}
+		return false
+	})
+	p.mu.Unlock()
+	for _, s := range gone {
+		t.forget(s)
+	}
+	if len(gone) > 0 {
+		p.nudge()
+	}
 }
 
 // discard removes a pooled sample nobody will take.
@@ -261,18 +317,22 @@ func (t *Task) takeWarm(ctx context.Context, spec SampleSpec) *Sample {
 	t.mu.Lock()
 	p, closed := t.pool, t.closed
 	t.mu.Unlock()
-	if p == nil || closed {
+	if closed {
 		return nil
+	}
+	if p == nil {
+		return t.takeShared(ctx, spec)
 	}
 	for {
 		start := time.Now()
 		p.mu.Lock()
 		if p.stopped || len(p.ready) == 0 {
 			p.mu.Unlock()
-			return nil
+			return t.takeShared(ctx, spec)
 		}
 		s := p.ready[0]
 		p.ready = p.ready[1:]
+		delete(p.warmAt, s.project)
 		p.mu.Unlock()
 		p.nudge()
 		id := spec.ID
@@ -300,11 +360,60 @@ func (t *Task) takeWarm(ctx context.Context, spec SampleSpec) *Sample {
 			continue
 		}
 		s.id = id
-		_ = t.o.track(s)
-		t.o.emit(Event{Kind: EventPoolTaken, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start)})
-		t.o.emit(Event{Kind: EventSampleHealthy, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start)})
+		t.taken(s, start)
 		return s
 	}
+}
+
+// taken records a sample SampleInit took from a pool.
+func (t *Task) taken(s *Sample, start time.Time) {
+	_ = t.o.track(s)
+	t.o.emit(Event{Kind: EventPoolTaken, Task: t.name, Sample: s.id, Project: s.project, Duration: time.Since(start)})
+	t.o.emit(Event{Kind: EventSampleHealthy, Task: t.name, Sample: s.id, Project: s.project, Duration: time.Since(start)})
+}
+
+// takeShared takes, when TakeShared is set, a ready sample from the pool another live process
+// keeps for a task of the same name and configuration, or returns nil. The claim marker names
+// this process as an owner too, so the sample lives while either process does; the keeper
+// sees the marker gone and forgets the sample.
+func (t *Task) takeShared(ctx context.Context, spec SampleSpec) *Sample {
+	if !t.spec.TakeShared {
+		return nil
+	}
+	start := time.Now()
+	warm, err := tracking.WarmProjects(ctx, t.o.client, t.name)
+	if err != nil {
+		t.o.cfg.log.Warn("find shared warm samples", "task", t.name, "err", err)
+		return nil
+	}
+	fp := t.fingerprint()
+	for _, w := range warm {
+		if w.Fingerprint != fp || w.Owner == t.o.owner || tracking.OwnerStatus(w.Owner) != tracking.StatusAlive {
+			continue
+		}
+		id := cmp.Or(spec.ID, w.Sample)
+		won, err := tracking.Claim(ctx, t.o.client, w.Project, t.name, id, t.o.owner)
+		if !won {
+			if err != nil {
+				t.o.cfg.log.Warn("take shared warm sample", "project", w.Project, "err", err)
+			}
+			continue
+		}
+		s, err := t.o.Open(ctx, w.Project)
+		if err != nil {
+			// Claimed but unusable: it is ours now, so remove it.
+			t.o.cfg.log.Warn("open shared warm sample", "project", w.Project, "err", err)
+			_, _ = t.o.engine.Down(context.WithoutCancel(ctx), w.Project, lifecycle.DownOptions{})
+			continue
+		}
+		s.task, s.id, s.created, s.pooled = t, id, w.Created, true
+		if err := t.register(s); err != nil {
+			return nil // cleaned up meanwhile: the cold path reports it
+		}
+		t.taken(s, start)
+		return s
+	}
+	return nil
 }
 
 // stillRunning checks, in one listing, that every sandbox of s still runs.

@@ -73,6 +73,10 @@ type TaskSpec struct {
 	// from TaskInit on, with start capacity no SampleInit is waiting for; SampleInit takes one
 	// when one is ready. Zero: no pool. See Task.Prewarm.
 	Warm int
+	// TakeShared lets SampleInit, when this task's own pool has nothing ready, take a ready
+	// sample from the warm pool another live process keeps for the same task (same name and
+	// configuration), such as `composebox up --warm N`.
+	TakeShared bool
 }
 
 // Task is a resolved, policed and built compose project from which samples are started. It is
