@@ -8,7 +8,7 @@ RACE_PKGS := ./internal/... ./compose/... ./prereqs/... ./cleanup/... ./lifecycl
 PLAIN_PKGS := $(shell $(GO) list ./... | grep -v -E '^$(MODULE)/(internal|compose|prereqs|cleanup|lifecycle/sandboxio)(/|$$)')
 TEST_FLAGS ?= -count=1 -timeout 25m
 
-.PHONY: build test lint docker demo bench clean
+.PHONY: build test lint docker demo bench bench-pool clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/composebox
@@ -40,6 +40,12 @@ demo: docker build
 #   make bench BENCH_FLAGS='-n 10 -capacity 40 -init-rounds 5 -exec-rounds 20'
 bench:
 	@bench/run.sh $(BENCH_FLAGS)
+
+# The warm pool benchmark: 16 workers, 100 samples, cold against a pool of 8, side by side in one
+# run (a few minutes), written into bench/RESULTS.md's warm pool section. A smoke run:
+#   make bench-pool POOL_FLAGS='-n 20 -out='
+bench-pool:
+	go run ./bench/pool -out bench/RESULTS.md $(POOL_FLAGS)
 
 clean:
 	rm -rf bin

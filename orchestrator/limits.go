@@ -179,6 +179,9 @@ type gate struct {
 	// cut, i.e. whether the signal is news.
 	grantsSinceCut int
 	queue          []*waiter
+	// idle, when not nil, is closed once the gate has room that no waiter wants (see
+	// acquireIdle).
+	idle chan struct{}
 }
 
 type waiter struct {
@@ -307,6 +310,10 @@ func (g *gate) dispatchLocked() {
 		w.slot = g.grantLocked()
 		close(w.ready)
 	}
+	if g.idle != nil && g.hasIdleLocked() {
+		close(g.idle)
+		g.idle = nil
+	}
 }
 
 // stats is the gate's state, for tests.
@@ -314,4 +321,42 @@ func (g *gate) stats() (width, inflight, waiting int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.width, g.inflight, len(g.queue)
+}
+
+// acquireIdle waits until the gate has room that no waiter wants, keeping one slot spare for
+// an acquire that may come next (when the gate is wider than one), and takes it: what a
+// background refill may use without delaying anyone. Arrivals overtake it. A nil gate grants
+// at once.
+func (g *gate) acquireIdle(ctx context.Context) (*slot, error) {
+	if g == nil {
+		return nil, nil
+	}
+	for {
+		g.mu.Lock()
+		if g.hasIdleLocked() {
+			s := g.grantLocked()
+			g.mu.Unlock()
+			return s, nil
+		}
+		if g.idle == nil {
+			g.idle = make(chan struct{})
+		}
+		idle := g.idle
+		g.mu.Unlock()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return nil, g.waitErr(ctx.Err())
+		}
+	}
+}
+
+// hasIdleLocked reports room for acquireIdle: nobody waiting, and a free slot beyond the one
+// kept spare.
+func (g *gate) hasIdleLocked() bool {
+	room := g.width
+	if room > 1 {
+		room--
+	}
+	return len(g.queue) == 0 && g.inflight < room
 }

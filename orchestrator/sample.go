@@ -49,6 +49,8 @@ type Sample struct {
 	calls *calls
 	// stopped maps the services whose containers exist but do not run to those containers.
 	stopped map[string]stoppedService
+	// pooled says the sample was started for the task's warm pool.
+	pooled bool
 
 	// cleanupMu serialises Cleanup calls; cleaned is set once one succeeded.
 	cleanupMu sync.Mutex
@@ -95,16 +97,30 @@ func (s *Sample) Sandbox(service string) (*Sandbox, error) {
 // is registered for cleanup before it starts, so Task.Cleanup removes it even if SampleInit is
 // interrupted. On failure the project is torn down (unless KeepOnFailure) and the error names
 // every service that was not ready, with its state, exit code, health output and log tail.
+//
+// When the task keeps a warm pool (TaskSpec.Warm, Task.Prewarm) and a sample in it is ready,
+// SampleInit takes that one instead of starting a new one.
 func (t *Task) SampleInit(ctx context.Context, spec SampleSpec) (*Sample, error) {
+	if s := t.takeWarm(ctx, spec); s != nil {
+		return s, nil
+	}
+	return t.startSample(ctx, spec, nil)
+}
+
+// startSample starts a sample. A refill of the warm pool passes the start slot it already
+// holds (refills take only capacity no SampleInit waits for), and gets a pooled sample.
+func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (*Sample, error) {
 	start := time.Now()
 	ctx, leave, err := t.enter(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sample init: %w", err)
 	}
 	defer leave()
-	slot, err := t.o.starts.acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("sample init %s: %w", t.name, err)
+	slot := refill
+	if slot == nil {
+		if slot, err = t.o.starts.acquire(ctx); err != nil {
+			return nil, fmt.Errorf("sample init %s: %w", t.name, err)
+		}
 	}
 	// The slot is released with the start's outcome as soon as it is known, which steers the
 	// ramp; this only covers the returns before that.
@@ -115,7 +131,7 @@ func (t *Task) SampleInit(ctx context.Context, spec SampleSpec) (*Sample, error)
 	if id == "" {
 		id = short
 	}
-	s := &Sample{o: t.o, task: t, id: id, project: compose.ProjectName(t.name, short), created: start, calls: newCalls()}
+	s := &Sample{o: t.o, task: t, id: id, project: compose.ProjectName(t.name, short), created: start, calls: newCalls(), pooled: refill != nil}
 	p, err := t.sampleProject(ctx, s, spec)
 	if err != nil {
 		return nil, fmt.Errorf("sample init %s: %w", s.project, err)
@@ -241,6 +257,9 @@ func (t *Task) sampleProject(ctx context.Context, s *Sample, spec SampleSpec) (*
 		svc.CustomLabels = maps.Clone(svc.CustomLabels)
 		svc.CustomLabels[labels.LabelDefaultService] = "true"
 		np.Services[t.defaultService] = svc
+	}
+	if s.pooled {
+		markPooled(np)
 	}
 	return np, nil
 }

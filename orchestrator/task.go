@@ -68,6 +68,15 @@ type TaskSpec struct {
 	// prebuilt image, or a local one. A service with a build section runs the override and is
 	// not built. The image must be present locally.
 	ImageOverrides map[string]string
+
+	// Warm keeps this many ready samples of the task (a warm pool), started in the background
+	// from TaskInit on, with start capacity no SampleInit is waiting for; SampleInit takes one
+	// when one is ready. Zero: no pool. See Task.Prewarm.
+	Warm int
+	// TakeShared lets SampleInit, when this task's own pool has nothing ready, take a ready
+	// sample from the warm pool another live process keeps for the same task (same name and
+	// configuration), such as `composebox up --warm N`.
+	TakeShared bool
 }
 
 // Task is a resolved, policed and built compose project from which samples are started. It is
@@ -106,6 +115,11 @@ type Task struct {
 	// removes only these, never those of another task of the same name in this process.
 	projects map[string]bool
 	closed   bool
+	// pool is the task's warm pool, nil until Prewarm.
+	pool *pool
+	// fp is the task's configuration fingerprint in its warm markers, computed once.
+	fpOnce sync.Once
+	fp     string
 }
 
 // Name is the task's name.
@@ -156,6 +170,9 @@ func (o *Orchestrator) TaskInit(ctx context.Context, spec TaskSpec) (*Task, erro
 		return nil, fmt.Errorf("task init %s: %w", t.name, err)
 	}
 	o.emit(Event{Kind: EventTaskReady, Task: t.name, Duration: time.Since(start)})
+	if spec.Warm > 0 {
+		t.prewarmFromSpec(ctx, spec.Warm)
+	}
 	return t, nil
 }
 
@@ -366,6 +383,7 @@ func (t *Task) cleanup(dctx context.Context) error {
 	if t.cleaned {
 		return nil
 	}
+	t.stopPool(dctx)
 	t.mu.Lock()
 	t.closed = true
 	t.mu.Unlock()

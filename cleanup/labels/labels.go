@@ -29,6 +29,17 @@ const (
 	// LabelBench marks the images and override files of the scale benchmark (bench/scale), so
 	// that its sweep finds the baseline's resources too.
 	LabelBench = "dev.composebox.bench"
+	// LabelPool marks a sample started for a task's warm pool: PoolPooled on its containers and
+	// networks, PoolWarm on the marker volume of a ready sample nobody took yet, PoolClaimed on
+	// the marker volume that records who took it (see tracking.MarkWarm and tracking.Claim).
+	LabelPool = "dev.composebox.pool"
+)
+
+// Values of LabelPool.
+const (
+	PoolPooled  = "pooled"
+	PoolWarm    = "warm"
+	PoolClaimed = "claimed"
 )
 
 // ManagedFilter is the engine filter that selects everything composebox created.

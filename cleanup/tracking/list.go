@@ -42,6 +42,10 @@ type Project struct {
 	Config string `json:"config,omitempty"`
 	// ContainerNames names the project's containers, sorted.
 	ContainerNames []string `json:"container_names,omitempty"`
+	// Pool is set on a sample started for a task's warm pool: "warm" while it waits to be
+	// taken, "claimed" once a SampleInit took it (Sample is then the id that SampleInit gave),
+	// "pooled" in between (starting, or being taken).
+	Pool string `json:"pool,omitempty"`
 	// Ports are the ports the project's running containers publish on the host, as the engine
 	// bound them (an ephemeral port where the compose file fixed one), sorted.
 	Ports []PublishedPort `json:"ports,omitempty"`
@@ -129,6 +133,12 @@ func (a *aggregator) add(lbl map[string]string, created time.Time) *Project {
 		p.Task = lbl[labels.LabelTask]
 	}
 	if p.Sample == "" {
+		p.Sample = lbl[labels.LabelSample]
+	}
+	p.Pool = poolState(p.Pool, lbl)
+	if lbl[labels.LabelPool] == labels.PoolClaimed {
+		// The claim records the id of the SampleInit that took the sample, over the one it was
+		// started with.
 		p.Sample = lbl[labels.LabelSample]
 	}
 	switch owner := lbl[labels.LabelOwner]; owner {

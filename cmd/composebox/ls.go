@@ -11,6 +11,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/spf13/cobra"
 
+	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/engine"
 )
@@ -32,13 +33,17 @@ with only a leftover network is listed too), from the engine's labels alone.
 
 STATUS is alive (the owner process runs), stale (the owner process is dead: 'cleanup --stale'
 removes it), detached (handed over by 'up': never stale) or unknown (the owner is on another
-host). Without --all, projects of other hosts are left out.
+host). Without --all, projects of other hosts are left out. A live sample waiting in a task's
+warm pool ('up --warm', TaskSpec.Warm) shows as warm; once taken, SAMPLE is the id of the
+sample init that took it.
 
 PORTS lists the host ports the project's containers publish, as the engine bound them (an
 ephemeral one where the compose file fixed a port).
 
-With --json, prints {"projects": [...]}, each project an object {name, task, sample, owner, status, stale, created, containers,
-networks, volumes, config, container_names, ports}.`,
+With --json, prints {"projects": [...]}, each project an object {name, task, sample, owner,
+status, stale, created, containers, networks, volumes, config, container_names, ports, pool};
+pool is warm, claimed (taken from a pool) or pooled (starting for a pool), and absent for a
+sample started cold.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -83,7 +88,7 @@ func runLs(ctx context.Context, g *globals, c client.APIClient, opts lsOptions) 
 			for i, port := range p.Ports {
 				ports[i] = port.String()
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", p.Name, dash(p.Task), dash(p.Sample), p.Status,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", p.Name, dash(p.Task), dash(p.Sample), lsStatus(p),
 				age(now, p.Created), p.Containers, p.Networks, p.Volumes, dash(p.Owner), dash(strings.Join(ports, ",")))
 		}
 		return tw.Flush()
@@ -163,4 +168,12 @@ func humanBytes(n int64) string {
 		f /= unit
 	}
 	return strings.TrimSuffix(strings.TrimSuffix(fmt.Sprintf("%.2f", f), "0"), ".0") + " " + units[i]
+}
+
+// lsStatus is the STATUS column: a live sample waiting in a warm pool shows as warm.
+func lsStatus(p tracking.Project) string {
+	if p.Pool == labels.PoolWarm && p.Status == tracking.StatusAlive {
+		return labels.PoolWarm
+	}
+	return string(p.Status)
 }

@@ -33,6 +33,23 @@ func (g *globals) setResult(value any, text func(w io.Writer) error) {
 	g.out = outcome{set: true, value: value, text: text}
 }
 
+// writeResultNow writes the result set so far at once, for a verb that goes on running after
+// it has a result (up --warm keeps its pool until interrupted). finish then writes only an
+// error, if one comes.
+func (g *globals) writeResultNow() error {
+	if !g.out.set {
+		return nil
+	}
+	var err error
+	if g.JSON {
+		err = writeDocument(g.stdout, g.out.value, nil)
+	} else if g.out.text != nil {
+		err = g.out.text(g.stdout)
+	}
+	g.out = outcome{}
+	return err
+}
+
 // errorJSON is the "error" member of a failed command's JSON document.
 type errorJSON struct {
 	Kind     string `json:"kind"`

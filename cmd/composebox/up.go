@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	cbxerr "github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/orchestrator"
 )
 
@@ -16,6 +17,8 @@ type upOptions struct {
 	Task    string
 	Timeout time.Duration
 	Reaper  bool
+	Warm    int
+	Cold    bool
 	flags   taskFlags
 }
 
@@ -27,7 +30,19 @@ func newUpCmd(g *globals) *cobra.Command {
 		Long: `Resolves PATH (a compose file, a directory, a Harbor or Terminal-Bench task, a Dockerfile, or
 nothing for the default image), builds what it needs, starts one sample and waits until every
 service is ready. The sample is left running; remove it with 'composebox down PROJECT'. Prints the
-project name (with --json, its services and their published ports).`,
+project name (with --json, its services and their published ports).
+
+When another 'composebox up --warm N' keeps a warm pool of the same task (same name and
+configuration) on this host, up takes a ready sample from it instead of starting one, in tens of
+milliseconds; --cold always starts a new one.
+
+With --warm N, up stays in the foreground after printing its project and keeps N ready samples
+of the task for other 'up' runs (and library callers that set TakeShared) to take, refilling as
+they are taken, until it is interrupted (Ctrl-C, SIGTERM): it then removes the samples still in
+the pool and exits. The sample it printed, and every sample taken from the pool, is handed over
+and stays. 'ls' shows the pooled samples as warm; if up is killed, they are stale and
+'cleanup --stale' (or --reaper's watchdog) removes them. A task whose files use per-sample
+variables (--metadata, SAMPLE_METADATA_*) cannot be pooled: up says why and keeps no pool.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := ""
@@ -40,6 +55,8 @@ project name (with --json, its services and their published ports).`,
 	cmd.Flags().StringVar(&opts.Task, "task", "", "task name (default: the layout's, else the directory's)")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 0, "readiness budget (default: derived from the healthchecks)")
 	cmd.Flags().BoolVar(&opts.Reaper, "reaper", false, "start a watchdog that removes the sample if composebox dies before it is ready")
+	cmd.Flags().IntVar(&opts.Warm, "warm", 0, "after starting the sample, keep N ready samples of the task for other 'up' runs until interrupted")
+	cmd.Flags().BoolVar(&opts.Cold, "cold", false, "always start a new sample: never take one from a warm pool")
 	opts.flags.register(cmd.Flags())
 	return cmd
 }
@@ -73,9 +90,20 @@ func runUp(cmd *cobra.Command, g *globals, path string, opts upOptions) error {
 	}
 	spec.ReadyTimeout = opts.Timeout
 	g.progress.building()
+	if opts.Warm < 0 {
+		return usageError{fmt.Errorf("up: --warm %d: must not be negative", opts.Warm)}
+	}
+	spec.Warm, spec.TakeShared = opts.Warm, !opts.Cold
 	task, err := o.TaskInit(ctx, spec)
 	if err != nil {
 		return err
+	}
+	if opts.Warm > 0 {
+		// Ends the pool on return: its samples go, the handed-over ones stay.
+		defer func() { _ = task.Cleanup(context.WithoutCancel(ctx)) }()
+		if st := task.PoolStatus(); !st.Poolable {
+			return cbxerr.New(cbxerr.ErrInvalidConfig, fmt.Sprintf("up --warm: task %s cannot be pooled: %s (drop --warm)", task.Name(), st.Reason))
+		}
 	}
 	g.progress.starting(task)
 	sample, err := task.SampleInit(ctx, sspec)
@@ -100,6 +128,22 @@ func runUp(cmd *cobra.Command, g *globals, path string, opts upOptions) error {
 		_, err := fmt.Fprintln(w, res.Project)
 		return err
 	})
+	if opts.Warm == 0 {
+		return nil
+	}
+	// The pool stays until an interrupt: print the result now, for whoever waits on it, and
+	// end on the signal with exit 0.
+	if err := g.writeResultNow(); err != nil {
+		return err
+	}
+	g.stopsOnSignal = true
+	return keepPool(ctx, g, task, opts.Warm)
+}
+
+// keepPool keeps the task's warm pool until ctx ends (an interrupt), saying so on stderr.
+func keepPool(ctx context.Context, g *globals, task *orchestrator.Task, n int) error {
+	fmt.Fprintf(g.stderr, "keeping %d warm samples of task %s for other 'composebox up' runs; interrupt to end the pool\n", n, task.Name())
+	<-ctx.Done()
 	return nil
 }
 

@@ -1,0 +1,515 @@
+package orchestrator
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/cleanup/tracking"
+	"github.com/composebox/composebox/compose"
+	cbxerr "github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/lifecycle"
+)
+
+// Warm pools. A task may keep n ready samples nobody asked for yet; SampleInit takes one when
+// one is ready, and starts a cold one otherwise. A pooled sample is started by the very code
+// a cold SampleInit runs (same project, same readiness checks), with one more label, and
+// nothing is run in it before it is taken. Refills use only start capacity that no SampleInit
+// is waiting for, under the same start limit and ramp, and back off on errors. The pool's
+// state is visible to any process through marker volumes (see tracking.MarkWarm).
+
+const (
+	// EventPoolRefused: the task cannot be pooled; Message says why. Its samples start cold.
+	EventPoolRefused EventKind = "pool_refused"
+	// EventPoolWarm: a pooled sample is ready and waits in the pool.
+	EventPoolWarm EventKind = "pool_warm"
+	// EventPoolTaken: SampleInit took a sample from the pool (Duration: how long it took).
+	EventPoolTaken EventKind = "pool_taken"
+	// EventPoolRefillFailed: a refill failed (Err); the pool backs off before the next one.
+	EventPoolRefillFailed EventKind = "pool_refill_failed"
+)
+
+// Refill back-off after consecutive failures: 250 ms, doubling, at most 30 s.
+const (
+	refillBackoffMin = 250 * time.Millisecond
+	refillBackoffMax = 30 * time.Second
+)
+
+// PoolStatus is a task's warm pool at one moment.
+type PoolStatus struct {
+	// Target is how many ready samples the pool keeps.
+	Target int
+	// Ready counts the samples waiting to be taken; Filling those starting for the pool.
+	Ready   int
+	Filling int
+	// Poolable is false when the task cannot be pooled; Reason then says why.
+	Poolable bool
+	Reason   string
+	// Failures counts the refills that failed in a row (zero after a success).
+	Failures int
+}
+
+type pool struct {
+	t      *Task
+	ctx    context.Context
+	cancel context.CancelFunc
+	// wake nudges the refiller: the target changed, a sample was taken, a refill ended.
+	wake chan struct{}
+	// done is closed when the refiller and every refill it started have returned.
+	done chan struct{}
+
+	mu       sync.Mutex
+	target   int
+	ready    []*Sample
+	filling  int
+	failures int
+	// pauseUntil is when refills may start again after a failure.
+	pauseUntil time.Time
+	stopped    bool
+	// warmAt is when each ready sample's warm marker was in place (see reconcile).
+	warmAt map[string]time.Time
+}
+
+// reconcileEvery is how often a pool with ready samples checks that their warm markers are
+// still there: another process may have taken one (TaskSpec.TakeShared).
+const reconcileEvery = 500 * time.Millisecond
+
+// Poolable reports whether the task's samples can be pooled, and why not. A sample whose files
+// reference per-sample variables (SAMPLE_METADATA_*, COMPOSE_PROJECT_NAME, a layout's names
+// and log paths) is loaded with its own values, so no sample started in advance can stand in
+// for it.
+func (t *Task) Poolable() (bool, string) {
+	if !t.perSample {
+		return true, ""
+	}
+	return false, fmt.Sprintf("its files reference per-sample variables (%s): each sample is loaded with its own values",
+		strings.Join(compose.SampleVariables(t.project), ", "))
+}
+
+// Prewarm keeps n ready samples of the task from now on (n = 0 ends the pool), started in the
+// background; it returns at once (see PoolStatus). Lowering n removes the surplus. A task that
+// cannot be pooled (see Poolable) is ErrInvalidConfig, and an EventPoolRefused says why. Pooled
+// samples are removed by Task.Cleanup.
+func (t *Task) Prewarm(ctx context.Context, n int) error {
+	if n < 0 {
+		return cbxerr.New(cbxerr.ErrInvalidConfig, fmt.Sprintf("prewarm %s: negative pool size %d", t.name, n))
+	}
+	if ok, why := t.Poolable(); !ok {
+		t.o.emit(Event{Kind: EventPoolRefused, Task: t.name, Message: why})
+		return cbxerr.New(cbxerr.ErrInvalidConfig, fmt.Sprintf("prewarm %s: the task cannot be pooled: %s", t.name, why))
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return cbxerr.New(cbxerr.ErrUnavailable, fmt.Sprintf("prewarm %s: the task is cleaned up", t.name))
+	}
+	p := t.pool
+	if p == nil {
+		// The refills outlive the caller's ctx: the pool lives until Task.Cleanup.
+		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		p = &pool{t: t, ctx: pctx, cancel: cancel, wake: make(chan struct{}, 1), done: make(chan struct{})}
+		t.pool = p
+		go p.run()
+	}
+	t.mu.Unlock()
+	p.mu.Lock()
+	p.target = n
+	var surplus []*Sample
+	if len(p.ready) > n {
+		surplus = slices.Clone(p.ready[n:])
+		p.ready = p.ready[:n]
+	}
+	p.mu.Unlock()
+	p.nudge()
+	for _, s := range surplus {
+		p.discard(s)
+	}
+	return nil
+}
+
+// prewarmFromSpec starts the pool TaskSpec.Warm asks for. A task that cannot be pooled is not
+// an error there: its samples start cold, and the EventPoolRefused says why.
+func (t *Task) prewarmFromSpec(ctx context.Context, n int) {
+	if err := t.Prewarm(ctx, n); err != nil {
+		t.o.cfg.log.Info("no warm pool", "task", t.name, "err", err)
+	}
+}
+
+// PoolStatus is the task's warm pool now.
+func (t *Task) PoolStatus() PoolStatus {
+	ok, why := t.Poolable()
+	st := PoolStatus{Poolable: ok, Reason: why}
+	t.mu.Lock()
+	p := t.pool
+	t.mu.Unlock()
+	if p == nil {
+		return st
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st.Target, st.Ready, st.Filling, st.Failures = p.target, len(p.ready), p.filling, p.failures
+	return st
+}
+
+func (p *pool) nudge() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run starts refills while the pool holds fewer than its target, ready and filling counted,
+// each with a start slot nobody else wants.
+func (p *pool) run() {
+	var fills sync.WaitGroup
+	defer func() {
+		fills.Wait()
+		close(p.done)
+	}()
+	var timer *time.Timer
+	tick := time.NewTicker(reconcileEvery)
+	defer tick.Stop()
+	for {
+		p.mu.Lock()
+		need := p.target - len(p.ready) - p.filling
+		pause := time.Until(p.pauseUntil)
+		p.mu.Unlock()
+		if need <= 0 || pause > 0 {
+			var after <-chan time.Time
+			if pause > 0 {
+				timer = time.NewTimer(pause)
+				after = timer.C
+			}
+			select {
+			case <-p.wake:
+			case <-after:
+			case <-tick.C:
+				p.reconcile()
+			case <-p.ctx.Done():
+				return
+			}
+			if timer != nil {
+				timer.Stop()
+			}
+			continue
+		}
+		slot, err := p.t.o.starts.acquireIdle(p.ctx)
+		if err != nil {
+			return // the pool is stopping
+		}
+		p.mu.Lock()
+		if p.stopped || p.target-len(p.ready)-p.filling <= 0 || time.Now().Before(p.pauseUntil) {
+			p.mu.Unlock()
+			slot.release(neutral)
+			continue
+		}
+		p.filling++
+		p.mu.Unlock()
+		fills.Go(func() { p.fill(slot) })
+	}
+}
+
+// fill starts one pooled sample on slot and puts it in the pool once it is ready.
+func (p *pool) fill(slot *slot) {
+	t := p.t
+	s, err := t.startSample(p.ctx, SampleSpec{}, slot)
+	var markedAt time.Time
+	if err == nil {
+		if err = tracking.MarkWarm(p.ctx, t.o.client, s.project, t.name, s.id, t.o.owner, t.fingerprint()); err != nil {
+			p.discard(s)
+		}
+		markedAt = time.Now()
+	}
+	p.mu.Lock()
+	p.filling--
+	switch {
+	case err != nil:
+		p.failures++
+		backoff := min(refillBackoffMin<<min(p.failures-1, 16), refillBackoffMax)
+		p.pauseUntil = time.Now().Add(backoff)
+	case p.stopped || len(p.ready) >= p.target:
+		// Ended or shrunk while this one started: a pool never holds more than asked.
+		p.mu.Unlock()
+		p.discard(s)
+		p.nudge()
+		return
+	default:
+		p.failures = 0
+		p.ready = append(p.ready, s)
+		if p.warmAt == nil {
+			p.warmAt = map[string]time.Time{}
+		}
+		p.warmAt[s.project] = markedAt
+	}
+	p.mu.Unlock()
+	p.nudge()
+	if err != nil {
+		if p.ctx.Err() == nil {
+			t.o.emit(Event{Kind: EventPoolRefillFailed, Task: t.name, Err: err})
+		}
+		return
+	}
+	t.o.emit(Event{Kind: EventPoolWarm, Task: t.name, Sample: s.id, Project: s.project})
+}
+
+// reconcile forgets the ready samples whose warm marker is gone: another process took them.
+// Only markers in place before the listing started count as missing.
+func (p *pool) reconcile() {
+	t := p.t
+	p.mu.Lock()
+	n := len(p.ready)
+	p.mu.Unlock()
+	if n == 0 {
+		return
+	}
+	since := time.Now()
+	warm, err := tracking.WarmProjects(p.ctx, t.o.client, t.name)
+	if err != nil {
+		return
+	}
+	have := map[string]bool{}
+	for _, w := range warm {
+		have[w.Project] = true
+	}
+	var gone []*Sample
+	p.mu.Lock()
+	p.ready = slices.DeleteFunc(p.ready, func(s *Sample) bool {
+		if !have[s.project] && p.warmAt[s.project].Before(since) {
+			gone = append(gone, s)
+			delete(p.warmAt, s.project)
+			return true
+		}
+		return false
+	})
+	p.mu.Unlock()
+	for _, s := range gone {
+		t.forget(s)
+	}
+	if len(gone) > 0 {
+		p.nudge()
+	}
+}
+
+// discard removes a pooled sample nobody will take.
+func (p *pool) discard(s *Sample) {
+	if err := s.Cleanup(p.ctx); err != nil {
+		p.t.o.cfg.log.Warn("remove pooled sample", "project", s.project, "err", err)
+	}
+}
+
+// takeWarm takes a ready sample from the pool for spec, or returns nil when there is none (or
+// the task is cleaned up): SampleInit then starts a cold one. The claim is atomic across
+// processes (tracking.Claim), and records spec's id on the sample for `ls` and `cleanup`.
+func (t *Task) takeWarm(ctx context.Context, spec SampleSpec) *Sample {
+	t.mu.Lock()
+	p, closed := t.pool, t.closed
+	t.mu.Unlock()
+	if closed {
+		return nil
+	}
+	if p == nil {
+		return t.takeShared(ctx, spec)
+	}
+	for {
+		start := time.Now()
+		p.mu.Lock()
+		if p.stopped || len(p.ready) == 0 {
+			p.mu.Unlock()
+			return t.takeShared(ctx, spec)
+		}
+		s := p.ready[0]
+		p.ready = p.ready[1:]
+		delete(p.warmAt, s.project)
+		p.mu.Unlock()
+		p.nudge()
+		id := spec.ID
+		if id == "" {
+			id = s.id
+		}
+		won, err := tracking.Claim(ctx, t.o.client, s.project, t.name, id, t.o.owner)
+		switch {
+		case !won && err == nil:
+			// Another process took it (or removed it): it is no longer this task's.
+			t.forget(s)
+			continue
+		case !won:
+			t.o.cfg.log.Warn("take pooled sample", "project", s.project, "err", err)
+			go p.discard(s)
+			return nil
+		case err != nil:
+			// Ours, but the record of the claim failed: `ls` shows the id it started with.
+			t.o.cfg.log.Warn("take pooled sample", "project", s.project, "err", err)
+		}
+		// It waited in the pool: make sure it still runs as it did when it became ready.
+		if err := t.stillRunning(ctx, s); err != nil {
+			t.o.cfg.log.Warn("pooled sample is no longer ready", "project", s.project, "err", err)
+			go p.discard(s)
+			continue
+		}
+		s.id = id
+		t.taken(s, start)
+		return s
+	}
+}
+
+// taken records a sample SampleInit took from a pool.
+func (t *Task) taken(s *Sample, start time.Time) {
+	_ = t.o.track(s)
+	t.o.emit(Event{Kind: EventPoolTaken, Task: t.name, Sample: s.id, Project: s.project, Duration: time.Since(start)})
+	t.o.emit(Event{Kind: EventSampleHealthy, Task: t.name, Sample: s.id, Project: s.project, Duration: time.Since(start)})
+}
+
+// takeShared takes, when TakeShared is set, a ready sample from the pool another live process
+// keeps for a task of the same name and configuration, or returns nil. The claim marker names
+// this process as an owner too, so the sample lives while either process does; the keeper
+// sees the marker gone and forgets the sample.
+func (t *Task) takeShared(ctx context.Context, spec SampleSpec) *Sample {
+	if !t.spec.TakeShared {
+		return nil
+	}
+	start := time.Now()
+	warm, err := tracking.WarmProjects(ctx, t.o.client, t.name)
+	if err != nil {
+		t.o.cfg.log.Warn("find shared warm samples", "task", t.name, "err", err)
+		return nil
+	}
+	fp := t.fingerprint()
+	for _, w := range warm {
+		if w.Fingerprint != fp || w.Owner == t.o.owner || tracking.OwnerStatus(w.Owner) != tracking.StatusAlive {
+			continue
+		}
+		id := cmp.Or(spec.ID, w.Sample)
+		won, err := tracking.Claim(ctx, t.o.client, w.Project, t.name, id, t.o.owner)
+		if !won {
+			if err != nil {
+				t.o.cfg.log.Warn("take shared warm sample", "project", w.Project, "err", err)
+			}
+			continue
+		}
+		s, err := t.o.Open(ctx, w.Project)
+		if err != nil {
+			// Claimed but unusable: it is ours now, so remove it.
+			t.o.cfg.log.Warn("open shared warm sample", "project", w.Project, "err", err)
+			_, _ = t.o.engine.Down(context.WithoutCancel(ctx), w.Project, lifecycle.DownOptions{})
+			continue
+		}
+		s.task, s.id, s.created, s.pooled = t, id, w.Created, true
+		if err := t.register(s); err != nil {
+			return nil // cleaned up meanwhile: the cold path reports it
+		}
+		t.taken(s, start)
+		return s
+	}
+	return nil
+}
+
+// stillRunning checks, in one listing, that every sandbox of s still runs.
+func (t *Task) stillRunning(ctx context.Context, s *Sample) error {
+	list, err := t.o.client.ContainerList(ctx, container.ListOptions{Filters: cleanup.ProjectFilter(s.project)})
+	if err != nil {
+		return err
+	}
+	running := map[string]bool{}
+	for _, c := range list {
+		if c.State == "running" {
+			running[c.ID] = true
+		}
+	}
+	for _, sb := range s.sandboxes {
+		if !running[sb.ContainerID()] {
+			return fmt.Errorf("service %s is not running", sb.service)
+		}
+	}
+	return nil
+}
+
+// forget drops a pooled sample another process took: it is not this task's to remove.
+func (t *Task) forget(s *Sample) {
+	t.mu.Lock()
+	delete(t.samples, s.project)
+	delete(t.projects, s.project)
+	t.mu.Unlock()
+}
+
+// stopPool ends the refills and waits for them, before Task.Cleanup removes the samples: a
+// refill still starting would otherwise create containers behind the removal. The samples
+// that were waiting in the pool are then claimed back, so that one another process took in
+// the meantime is left to it; the rest are removed with the task's other samples.
+func (t *Task) stopPool(ctx context.Context) {
+	t.mu.Lock()
+	p := t.pool
+	t.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	first := !p.stopped
+	p.stopped = true
+	ready := p.ready
+	p.ready = nil
+	p.mu.Unlock()
+	if !first {
+		<-p.done
+		return
+	}
+	p.cancel()
+	<-p.done
+	dctx, cancel := teardownContext(ctx)
+	defer cancel()
+	for _, s := range ready {
+		won, err := tracking.Claim(dctx, t.o.client, s.project, t.name, s.id, t.o.owner)
+		if !won && err == nil {
+			t.forget(s)
+		}
+	}
+}
+
+// markPooled adds the pool marker to every container and network of a pooled sample.
+func markPooled(p *types.Project) {
+	for name, svc := range p.Services {
+		svc.CustomLabels = maps.Clone(svc.CustomLabels)
+		if svc.CustomLabels == nil {
+			svc.CustomLabels = types.Labels{}
+		}
+		svc.CustomLabels[labels.LabelPool] = labels.PoolPooled
+		p.Services[name] = svc
+	}
+	for name, n := range p.Networks {
+		if n.External {
+			continue
+		}
+		n.CustomLabels = maps.Clone(n.CustomLabels)
+		if n.CustomLabels == nil {
+			n.CustomLabels = types.Labels{}
+		}
+		n.CustomLabels[labels.LabelPool] = labels.PoolPooled
+		p.Networks[name] = n
+	}
+}
+
+// fingerprint names the task's configuration in its warm markers: its loaded project and the
+// images built for it.
+func (t *Task) fingerprint() string {
+	t.fpOnce.Do(func() {
+		h := sha256.New()
+		_ = json.NewEncoder(h).Encode(struct {
+			Project *types.Project
+			Images  map[string]string
+		}{t.project, t.images})
+		t.fp = hex.EncodeToString(h.Sum(nil))[:16]
+	})
+	return t.fp
+}
