@@ -13,15 +13,20 @@ import (
 	"github.com/composebox/composebox/orchestrator"
 )
 
-// deferredWriter sends the response's status and headers at the first byte of the body, so
-// that an error found before any byte (a missing file) can still be an error response. Every
-// write carries a deadline: a client that stops reading fails the copy instead of pinning the
-// command that produces it.
+// holdback is how much of a body is held before the response starts, so that a failure within
+// it (a small file over its limit) is still an error response.
+const holdback = 64 << 10
+
+// deferredWriter sends the response's status and headers only once the body passes holdback
+// bytes or ends, so that an error found before (a missing file, a limit passed early) can still
+// be an error response. Every write carries a deadline: a client that stops reading fails the
+// copy instead of pinning the command that produces it.
 type deferredWriter struct {
 	w           http.ResponseWriter
 	rc          *http.ResponseController
 	contentType string
 	timeout     time.Duration
+	held        []byte
 	started     bool
 }
 
@@ -29,29 +34,40 @@ func newDeferredWriter(w http.ResponseWriter, contentType string, timeout time.D
 	return &deferredWriter{w: w, rc: http.NewResponseController(w), contentType: contentType, timeout: timeout}
 }
 
-func (d *deferredWriter) start() {
-	if !d.started {
-		d.started = true
-		d.w.Header().Set("Content-Type", d.contentType)
-		d.w.WriteHeader(http.StatusOK)
-	}
-}
-
 func (d *deferredWriter) Write(b []byte) (int, error) {
-	if len(b) == 0 {
-		return 0, nil
+	if !d.started && len(d.held)+len(b) <= holdback {
+		d.held = append(d.held, b...)
+		return len(b), nil
 	}
-	d.start()
+	if err := d.start(); err != nil {
+		return 0, err
+	}
 	_ = d.rc.SetWriteDeadline(time.Now().Add(d.timeout))
 	return d.w.Write(b)
 }
 
-// finish ends the response: on success an empty body still gets its status; on a failure
-// after the first byte, the connection is cut, so that the client cannot take a truncated body
-// for a whole one.
+// start sends the status, the headers and what was held.
+func (d *deferredWriter) start() error {
+	if d.started {
+		return nil
+	}
+	d.started = true
+	d.w.Header().Set("Content-Type", d.contentType)
+	d.w.WriteHeader(http.StatusOK)
+	if len(d.held) == 0 {
+		return nil
+	}
+	_ = d.rc.SetWriteDeadline(time.Now().Add(d.timeout))
+	_, err := d.w.Write(d.held)
+	d.held = nil
+	return err
+}
+
+// finish ends the response. On a failure once the response has started, the connection is
+// cut, so that the client cannot take a truncated body for a whole one.
 func (d *deferredWriter) finish(err error) error {
 	if err == nil {
-		d.start()
+		_ = d.start()
 		return nil
 	}
 	if !d.started {
