@@ -94,7 +94,7 @@ func TestSampleExecAndFiles(t *testing.T) {
 		last = ev
 	}
 	if string(out) != "streamed\xfe" || string(errOut) != "err\n" || last.Type != "exit" || last.ExitCode == nil || *last.ExitCode != 3 {
-		t.Fatalf("stream: stdout %q stderr %q last %+v", out, errOut, last)
+		t.Fatalf("stream: stdout %q stderr %q last %+v (error %+v)", out, errOut, last, last.Error)
 	}
 
 	// Files: non-UTF-8 bytes round trip, parents created.

@@ -38,6 +38,10 @@ type testServer struct {
 func startServer(t *testing.T, opts Options) *testServer {
 	t.Helper()
 	testutil.BaseImage(t)
+	if opts.LeaseTTL == 0 {
+		// Leases end when a test closes them, not because a loaded machine made it slow.
+		opts.LeaseTTL = time.Hour
+	}
 	events := NewEvents()
 	o, err := orchestrator.New(orchestrator.WithStateDir(t.TempDir()), orchestrator.WithObserver(events.Observe))
 	if err != nil {

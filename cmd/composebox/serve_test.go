@@ -38,7 +38,7 @@ func TestServeBinaryDrainsOnSIGTERM(t *testing.T) {
 	sock := filepath.Join(dir, "api.sock")
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	srv := exec.CommandContext(ctx, bin, "serve", "--json", "--socket", sock)
+	srv := exec.CommandContext(ctx, bin, "serve", "--json", "--socket", sock, "--lease-ttl", "10m")
 	stdout, err := srv.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
