@@ -167,6 +167,9 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) error {
 	out := newStreamWriter(w, s.opts.WriteTimeout)
 	defer out.clear()
 	for ev := range p.Events() {
+		if len(ev.Data) == 0 {
+			continue
+		}
 		typ := "stdout"
 		if ev.Stream == orchestrator.StreamStderr {
 			typ = "stderr"

@@ -127,16 +127,22 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) error {
 }
 
 // Directories travel as tar, made and unpacked by tar inside the container, as the sandbox's
-// user (so its permissions apply, as for files).
+// user (so its permissions apply, as for files). The archive passes through a file of the
+// container in both directions, because files stream with backpressure and bounded memory.
 const (
-	// dirCheck exits 3 when the directory is missing and 4 when it is not a directory.
-	dirCheck = `test -e "$1" || exit 3; test -d "$1" || exit 4`
+	// dirPack exits 3 when the directory $1 is missing and 4 when it is not a directory, else
+	// archives it into $2.
+	dirPack = `test -e "$1" || exit 3; test -d "$1" || exit 4; tar -c -f "$2" -C "$1" .`
 	// dirExtract unpacks the uploaded archive $2 into $1, creating it, and removes the archive.
 	dirExtract = `mkdir -p "$1" && tar -x -f "$2" -C "$1"; rc=$?; rm -f "$2"; exit $rc`
-	// dirTail is how much of tar's output a stream keeps besides sending it: only a tail for
-	// the error message is needed.
-	dirTail = 64 << 10
 )
+
+// removeTemp removes a temporary archive, whatever became of the request.
+func removeTemp(ctx context.Context, sb *orchestrator.Sandbox, tmp string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	_, _ = sb.Exec(ctx, orchestrator.ExecRequest{Cmd: []string{"rm", "-f", tmp}})
+}
 
 func (s *Server) readDir(w http.ResponseWriter, r *http.Request) error {
 	path, err := pathParam(r, "read directory")
@@ -149,7 +155,9 @@ func (s *Server) readDir(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer release()
 	op := fmt.Sprintf("read directory %s in %s", path, sb.Service())
-	res, err := sb.Exec(r.Context(), orchestrator.ExecRequest{Cmd: []string{"sh", "-c", dirCheck, "sh", path}})
+	tmp := "/tmp/.composebox-download-" + newID("") + ".tar"
+	defer removeTemp(r.Context(), sb, tmp)
+	res, err := sb.Exec(r.Context(), orchestrator.ExecRequest{Cmd: []string{"sh", "-c", dirPack, "sh", path, tmp}})
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
@@ -160,31 +168,11 @@ func (s *Server) readDir(w http.ResponseWriter, r *http.Request) error {
 	case 4:
 		return errdefs.New(errdefs.ErrInvalidConfig, op+": not a directory")
 	default:
-		return commandError(op, "sh", res)
-	}
-	p, err := sb.ExecStream(r.Context(), orchestrator.ExecRequest{Cmd: []string{"tar", "-c", "-f", "-", "-C", path, "."}, OutputLimit: dirTail})
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+		return commandError(op, "tar", res)
 	}
 	dw := newDeferredWriter(w, "application/x-tar", s.opts.WriteTimeout)
-	var werr error
-	for ev := range p.Events() {
-		if ev.Stream != orchestrator.StreamStdout || werr != nil {
-			continue
-		}
-		if _, werr = dw.Write(ev.Data); werr != nil {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
-			_ = p.Kill(ctx)
-			cancel()
-		}
-	}
-	res, err = p.Wait()
-	switch {
-	case werr != nil:
-		err = werr
-	case err == nil && res.ExitCode != 0:
-		err = commandError(op, "tar", res)
-	case err != nil:
+	_, err = sb.ReadFileTo(r.Context(), tmp, dw, orchestrator.DefaultReadLimit)
+	if err != nil {
 		err = fmt.Errorf("%s: %w", op, err)
 	}
 	return dw.finish(err)
@@ -201,13 +189,9 @@ func (s *Server) writeDir(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer release()
 	op := fmt.Sprintf("write directory %s in %s", path, sb.Service())
-	// The archive is streamed into a file of the container first: the library takes an exec's
-	// stdin whole, a file streams.
 	tmp := "/tmp/.composebox-upload-" + newID("") + ".tar"
 	if err := sb.WriteFileFrom(r.Context(), tmp, r.Body, r.ContentLength); err != nil {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
-		_, _ = sb.Exec(ctx, orchestrator.ExecRequest{Cmd: []string{"rm", "-f", tmp}})
-		cancel()
+		removeTemp(r.Context(), sb, tmp)
 		return fmt.Errorf("%s: upload: %w", op, err)
 	}
 	res, err := sb.Exec(r.Context(), orchestrator.ExecRequest{Cmd: []string{"sh", "-c", dirExtract, "sh", path, tmp}})
