@@ -13,7 +13,8 @@ import time
 from typing import Any, AsyncIterator, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 from urllib.parse import quote
 
-from .errors import ComposeboxError, PrerequisiteError, error_from_body, make_error
+from .errors import (ComposeboxError, OutputLimitExceeded, PrerequisiteError, error_from_body,
+                     make_error)
 from .types import ExecEvent, ExecResult
 
 API = "/v1"
@@ -246,6 +247,40 @@ def parse_exec_event(line: bytes) -> ExecEvent:
         raise make_error(e.get("kind", "internal"), e.get("message", "exec stream failed"),
                          detail=e.get("detail") if isinstance(e.get("detail"), dict) else None)
     raise ComposeboxError(f"exec stream: unknown event type {typ!r}")
+
+
+# The server's largest file read: its default and maximum limit.
+SERVER_READ_LIMIT = 100 * 1024 ** 2
+
+
+def read_params(path: str, limit: Optional[int]) -> Dict[str, Any]:
+    """Query of a file read. A limit below the server's maximum is enforced here, while the
+    body streams in: the server can only tell a file is too large once it has sent part of
+    it, and then it cuts the connection instead of answering output_limit."""
+    if limit is not None and limit <= 0:
+        raise ValueError(f"read {path}: limit must be positive, got {limit}")
+    return {"path": path}
+
+
+class LimitCounter:
+    """Counts a streamed body's bytes and raises OutputLimitExceeded past the limit."""
+
+    def __init__(self, what: str, limit: Optional[int]) -> None:
+        self.what = what
+        self.limit = limit
+        self.n = 0
+
+    def add(self, n: int) -> None:
+        self.n += n
+        if self.limit is not None and self.n > self.limit:
+            raise OutputLimitExceeded(f"{self.what}: larger than the {self.limit} byte limit")
+
+
+def cut_short(what: str, err: BaseException) -> ComposeboxError:
+    """The error of a body the server cut: it does so only when the file grew past its limit
+    (100 MiB) after the first byte was sent, or when it stopped."""
+    return OutputLimitExceeded(f"{what}: the server cut the transfer: the file is larger than "
+                               f"its {SERVER_READ_LIMIT} byte limit (or the server stopped): {err}")
 
 
 def find_binary(binary: Optional[str]) -> str:

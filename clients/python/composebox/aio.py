@@ -392,12 +392,10 @@ class AsyncClient:
                                chunk_size: int = c.CHUNK) -> AsyncIterator[bytes]:
         """The file's bytes as an async iterator of chunks (await this method first)."""
         svc = await self._service(sample, service)
-        params: Dict[str, Any] = {"path": path}
-        if limit is not None:
-            params["limit"] = int(limit)
+        what = f"read {path} in {svc}"
         r = await self._send_stream("GET", c.sandbox_path(self._project(sample), svc, "files"),
-                                    what=f"read {path} in {svc}", params=params)
-        return _aiter_body(r, chunk_size, f"read {path} in {svc}")
+                                    what=what, params=c.read_params(path, limit))
+        return _aiter_body(r, chunk_size, what, limit)
 
     async def read_file(self, sample: SampleRef, path: str, *, service: Optional[str] = None,
                         limit: Optional[int] = None) -> bytes:
@@ -423,7 +421,7 @@ class AsyncClient:
         svc = await self._service(sample, service)
         r = await self._send_stream("GET", c.sandbox_path(self._project(sample), svc, "dirs"),
                                     what=f"read dir {path} in {svc}", params={"path": path})
-        return _aiter_body(r, c.CHUNK, f"read dir {path} in {svc}")
+        return _aiter_body(r, c.CHUNK, f"read dir {path} in {svc}", None)
 
     async def write_dir_tar(self, sample: SampleRef, path: str, tar: c.Data, *,
                             service: Optional[str] = None) -> None:
@@ -441,12 +439,14 @@ class AsyncClient:
         return Connection.from_json(r.json())
 
 
-async def _aiter_body(r: httpx.Response, chunk_size: int, what: str) -> AsyncIterator[bytes]:
+async def _aiter_body(r: httpx.Response, chunk_size: int, what: str,
+                      limit: Optional[int]) -> AsyncIterator[bytes]:
+    counter = c.LimitCounter(what, limit)
     try:
         async for chunk in r.aiter_bytes(chunk_size):
+            counter.add(len(chunk))
             yield chunk
     except httpx.TransportError as e:
-        raise ComposeboxError(f"{what}: the server cut the transfer short (the file may have "
-                              f"grown past the limit while it was read): {e}") from e
+        raise c.cut_short(what, e) from e
     finally:
         await r.aclose()

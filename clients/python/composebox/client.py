@@ -382,14 +382,13 @@ class Client:
     def read_file_stream(self, sample: SampleRef, path: str, *, service: Optional[str] = None,
                          limit: Optional[int] = None, chunk_size: int = c.CHUNK) -> Iterator[bytes]:
         """The file's bytes as chunks, streamed (nothing is held in memory). Errors:
-        NotFound, IsADirectory, PermissionDenied, OutputLimitExceeded (past ``limit``)."""
+        NotFound, IsADirectory, PermissionDenied, OutputLimitExceeded (past ``limit`` bytes,
+        default and at most 100 MiB)."""
         svc = self._service(sample, service)
-        params: Dict[str, Any] = {"path": path}
-        if limit is not None:
-            params["limit"] = int(limit)
+        what = f"read {path} in {svc}"
         r = self._send_stream("GET", c.sandbox_path(self._project(sample), svc, "files"),
-                              what=f"read {path} in {svc}", params=params)
-        return _iter_body(r, chunk_size, f"read {path} in {svc}")
+                              what=what, params=c.read_params(path, limit))
+        return _iter_body(r, chunk_size, what, limit)
 
     def read_file(self, sample: SampleRef, path: str, *, service: Optional[str] = None,
                   limit: Optional[int] = None) -> bytes:
@@ -417,7 +416,7 @@ class Client:
         svc = self._service(sample, service)
         r = self._send_stream("GET", c.sandbox_path(self._project(sample), svc, "dirs"),
                               what=f"read dir {path} in {svc}", params={"path": path})
-        return _iter_body(r, c.CHUNK, f"read dir {path} in {svc}")
+        return _iter_body(r, c.CHUNK, f"read dir {path} in {svc}", None)
 
     def write_dir_tar(self, sample: SampleRef, path: str, tar: c.Data, *,
                       service: Optional[str] = None) -> None:
@@ -436,12 +435,14 @@ class Client:
         return Connection.from_json(r.json())
 
 
-def _iter_body(r: httpx.Response, chunk_size: int, what: str) -> Iterator[bytes]:
+def _iter_body(r: httpx.Response, chunk_size: int, what: str,
+               limit: Optional[int]) -> Iterator[bytes]:
+    counter = c.LimitCounter(what, limit)
     try:
         for chunk in r.iter_bytes(chunk_size):
+            counter.add(len(chunk))
             yield chunk
     except httpx.TransportError as e:
-        raise ComposeboxError(f"{what}: the server cut the transfer short (the file may have "
-                              f"grown past the limit while it was read): {e}") from e
+        raise c.cut_short(what, e) from e
     finally:
         r.close()
