@@ -1,8 +1,9 @@
 """The sync client against the real server and engine."""
 
 import io
-import json
+import os
 import subprocess
+import time
 
 import pytest
 
@@ -215,11 +216,31 @@ def test_heartbeat_keeps_a_short_lease_alive(bin_path, task_name):
         s = c.sample_init(task)
         hb = c._heartbeat
         # Past several TTLs: the sample is still there because the heartbeat thread ran.
-        deadline = __import__("time").monotonic() + 5
-        while hb.beats < 6 and __import__("time").monotonic() < deadline:
+        deadline = time.monotonic() + 5
+        while hb.beats < 6 and time.monotonic() < deadline:
             hb._stop.wait(0.1)
         assert hb.beats >= 6, hb.error
         assert c.exec(s, ["true"]).success
+        # Without the heartbeat the lease expires and the server removes the sample.
+        hb.stop()
+        deadline = time.monotonic() + 30
+        while e2e.resources(task_name) and time.monotonic() < deadline:
+            hb._stop.wait(0.2)
+        assert e2e.resources(task_name) == []
+
+
+def test_spawn_finds_the_binary_on_path_and_stops_it(bin_path, monkeypatch):
+    monkeypatch.delenv("COMPOSEBOX_BIN", raising=False)
+    monkeypatch.setenv("PATH", os.path.dirname(os.path.abspath(bin_path)) + os.pathsep + os.environ["PATH"])
+    if os.path.basename(bin_path) != "composebox":
+        pytest.skip("the binary is not named composebox")
+    c = Client.spawn()
+    proc = c._server.proc
+    assert c.version().api == "v1"
+    c.close()
+    assert proc.poll() is not None
+    with pytest.raises(composebox.PrerequisiteError):
+        Client.spawn("/nonexistent/composebox")
 
 
 def test_errors_are_typed(client, task_name):
