@@ -70,11 +70,23 @@ class Endpoint:
         return self.url or ("unix:" + str(self.socket))
 
 
-def sample_path(project: str, *rest: str) -> str:
-    p = f"{API}/samples/{quote(project, safe='')}"
+def _path(kind: str, ident: str, rest: Tuple[str, ...]) -> str:
+    p = f"{API}/{kind}/{quote(ident, safe='')}"
     for r in rest:
         p += "/" + quote(r, safe="")
     return p
+
+
+def task_path(task_id: str, *rest: str) -> str:
+    return _path("tasks", task_id, rest)
+
+
+def lease_path(lease_id: str, *rest: str) -> str:
+    return _path("leases", lease_id, rest)
+
+
+def sample_path(project: str, *rest: str) -> str:
+    return _path("samples", project, rest)
 
 
 def sandbox_path(project: str, service: str, *rest: str) -> str:

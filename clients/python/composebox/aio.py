@@ -163,7 +163,7 @@ class AsyncClient:
                     pass
             if self._lease is not None and self._http is not None:
                 try:
-                    await self._request("DELETE", f"{c.API}/leases/{self._lease.id}",
+                    await self._request("DELETE", c.lease_path(self._lease.id),
                                         what="close lease")
                 except ComposeboxError:
                     pass
@@ -232,7 +232,7 @@ class AsyncClient:
         while True:
             await asyncio.sleep(interval)
             try:
-                await self._request("POST", f"{c.API}/leases/{lease.id}/heartbeat",
+                await self._request("POST", c.lease_path(lease.id, "heartbeat"),
                                     what="heartbeat lease")
                 self.heartbeats += 1
                 self.heartbeat_error = None
@@ -301,7 +301,7 @@ class AsyncClient:
 
     async def task_get(self, task: Union[Task, str]) -> Task:
         tid = task.id if isinstance(task, Task) else task
-        return Task.from_json((await self._request("GET", f"{c.API}/tasks/{tid}", what="task get")).json())
+        return Task.from_json((await self._request("GET", c.task_path(tid), what="task get")).json())
 
     async def task_list(self) -> List[Task]:
         r = await self._request("GET", f"{c.API}/tasks", what="task list")
@@ -309,7 +309,7 @@ class AsyncClient:
 
     async def task_cleanup(self, task: Union[Task, str]) -> None:
         tid = task.id if isinstance(task, Task) else task
-        await self._request("DELETE", f"{c.API}/tasks/{tid}", what="task cleanup")
+        await self._request("DELETE", c.task_path(tid), what="task cleanup")
 
     # -- samples -----------------------------------------------------------------------------
 
@@ -318,7 +318,7 @@ class AsyncClient:
                           ready_timeout: Optional[float] = None) -> Sample:
         tid = task.id if isinstance(task, Task) else task
         body = c.sample_request(id=id, metadata=metadata, ready_timeout=ready_timeout)
-        r = await self._request("POST", f"{c.API}/tasks/{tid}/samples", what="sample init",
+        r = await self._request("POST", c.task_path(tid, "samples"), what="sample init",
                                 json_body=body, lease=True)
         return self._remember(Sample.from_json(r.json()))
 

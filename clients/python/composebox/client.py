@@ -175,7 +175,7 @@ class Client:
                 self._heartbeat.stop()
             if self._lease is not None:
                 try:
-                    self._request("DELETE", f"{c.API}/leases/{self._lease.id}", what="close lease")
+                    self._request("DELETE", c.lease_path(self._lease.id), what="close lease")
                 except ComposeboxError:
                     pass
         finally:
@@ -227,7 +227,7 @@ class Client:
         return r
 
     def _heartbeat_once(self, lease_id: str) -> None:
-        self._request("POST", f"{c.API}/leases/{lease_id}/heartbeat", what="heartbeat lease")
+        self._request("POST", c.lease_path(lease_id, "heartbeat"), what="heartbeat lease")
 
     def lease(self) -> Lease:
         """The client's lease, opened (and its heartbeat started) on first use."""
@@ -292,7 +292,7 @@ class Client:
 
     def task_get(self, task: Union[Task, str]) -> Task:
         tid = task.id if isinstance(task, Task) else task
-        return Task.from_json(self._request("GET", f"{c.API}/tasks/{tid}", what="task get").json())
+        return Task.from_json(self._request("GET", c.task_path(tid), what="task get").json())
 
     def task_list(self) -> List[Task]:
         r = self._request("GET", f"{c.API}/tasks", what="task list")
@@ -301,7 +301,7 @@ class Client:
     def task_cleanup(self, task: Union[Task, str]) -> None:
         """Remove every sample of the task (detached ones excepted) and forget it."""
         tid = task.id if isinstance(task, Task) else task
-        self._request("DELETE", f"{c.API}/tasks/{tid}", what="task cleanup")
+        self._request("DELETE", c.task_path(tid), what="task cleanup")
 
     # -- samples -----------------------------------------------------------------------------
 
@@ -312,7 +312,7 @@ class Client:
         as SAMPLE_METADATA_<KEY>."""
         tid = task.id if isinstance(task, Task) else task
         body = c.sample_request(id=id, metadata=metadata, ready_timeout=ready_timeout)
-        r = self._request("POST", f"{c.API}/tasks/{tid}/samples", what="sample init",
+        r = self._request("POST", c.task_path(tid, "samples"), what="sample init",
                           json_body=body, lease=True)
         return self._remember(Sample.from_json(r.json()))
 

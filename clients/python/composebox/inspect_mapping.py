@@ -14,6 +14,7 @@ import errno
 import json
 import os
 import posixpath
+import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type, Union
@@ -118,18 +119,18 @@ def task_request(task_name: str, config: Any) -> Tuple[Dict[str, Any], ProviderC
     - a ProviderConfig, its pydantic model, or a dict of its fields.
     """
     if config is None:
-        return {"name": task_name}, ProviderConfig()
+        return {"name": task_label(task_name)}, ProviderConfig()
     if isinstance(config, str):
         path = os.path.abspath(config)
         if not os.path.exists(path):
             raise InvalidConfig(f"composebox sandbox config {config}: no such file or directory")
-        return {"name": task_name, "path": path}, ProviderConfig(compose=path)
+        return {"name": task_label(task_name), "path": path}, ProviderConfig(compose=path)
     d = config_as_dict(config) or {}
     if is_compose_config(d):
-        return ({"name": task_name, "compose_yaml": json.dumps(d)},
+        return ({"name": task_label(task_name), "compose_yaml": json.dumps(d)},
                 ProviderConfig(compose_yaml=json.dumps(d)))
     pc = provider_config(config)
-    req: Dict[str, Any] = {"name": pc.name or task_name}
+    req: Dict[str, Any] = {"name": pc.name or task_label(task_name)}
     if pc.compose and pc.compose_yaml:
         raise InvalidConfig("composebox sandbox config: give compose or compose_yaml, not both")
     if pc.compose:
@@ -148,6 +149,15 @@ def task_request(task_name: str, config: Any) -> Tuple[Dict[str, Any], ProviderC
     if pc.prebuilt:
         req["prebuilt"] = True
     return req, pc
+
+
+def task_label(task_name: str) -> str:
+    """inspect's task name as a composebox task name: lower case, [a-z0-9_-] (anything else
+    made -), at most 40 characters, as the Docker provider shapes its project names. inspect's
+    names ("inspect_evals/gdm_intercode_ctf") may hold slashes and spaces."""
+    name = re.sub(r"[^a-z0-9_-]", "-", task_name.lower())
+    name = re.sub(r"-+", "-", name).strip("-_")[:40].strip("-_")
+    return name or "task"
 
 
 def task_key(task_name: str, config: Any) -> str:

@@ -59,6 +59,13 @@ def test_task_request_provider_config(tmp_path):
         m.task_request("t", {"compose": str(compose), "compose_yaml": "services: {}"})
 
 
+def test_task_label_is_a_safe_name():
+    assert m.task_label("inspect_evals/GDM Intercode CTF") == "inspect_evals-gdm-intercode-ctf"
+    assert m.task_label("///") == "task"
+    assert len(m.task_label("x" * 100)) == 40
+    assert m.task_request("A/B", None)[0] == {"name": "a-b"}
+
+
 def test_task_key_separates_tasks_and_configs():
     assert m.task_key("a", None) == m.task_key("a", None)
     assert m.task_key("a", None) != m.task_key("b", None)
