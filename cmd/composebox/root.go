@@ -80,6 +80,7 @@ func newRootCmd(g *globals) *cobra.Command {
 		newLsCmd(g),
 		newCleanupCmd(g),
 		newReapCmd(g),
+		newServeCmd(g),
 	)
 	for _, c := range root.Commands() {
 		wrapArgs(c)

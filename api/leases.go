@@ -1,0 +1,59 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Lease is a lease as the API reports it.
+type Lease struct {
+	ID         string    `json:"id"`
+	TTLSeconds float64   `json:"ttl_seconds"`
+	ExpiresAt  time.Time `json:"expires_at"`
+}
+
+type leaseRequest struct {
+	TTLSeconds float64 `json:"ttl_seconds"`
+}
+
+func leaseJSON(l lease) Lease {
+	return Lease{ID: l.id, TTLSeconds: l.ttl.Seconds(), ExpiresAt: l.expires.UTC()}
+}
+
+func (s *Server) createLease(w http.ResponseWriter, r *http.Request) error {
+	var req leaseRequest
+	if err := decodeJSON(w, r, &req, s.opts.MaxJSONBody, true); err != nil {
+		return err
+	}
+	if req.TTLSeconds != 0 && req.TTLSeconds < 1 {
+		return invalid(fmt.Sprintf("open lease: ttl_seconds %g: want at least 1", req.TTLSeconds))
+	}
+	l, err := s.openLease(time.Duration(req.TTLSeconds * float64(time.Second)))
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	out := leaseJSON(*l)
+	s.mu.Unlock()
+	writeJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+func (s *Server) heartbeatLease(w http.ResponseWriter, r *http.Request) error {
+	l, err := s.heartbeat(r.PathValue("lease"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, leaseJSON(l))
+	return nil
+}
+
+func (s *Server) deleteLease(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("lease")
+	if !s.expire(id, true) {
+		return notFound(fmt.Sprintf("close lease %s: no such lease (expired or closed)", id))
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/composebox/composebox/api"
+	"github.com/composebox/composebox/cleanup/tracking"
+	"github.com/composebox/composebox/orchestrator"
+	"github.com/composebox/composebox/prereqs"
+)
+
+type serveOptions struct {
+	Socket       string
+	Listen       string
+	TokenFile    string
+	LeaseTTL     time.Duration
+	MaxPerLease  int
+	Keep         bool
+	Reaper       bool
+	DrainTimeout time.Duration
+}
+
+func newServeCmd(g *globals) *cobra.Command {
+	var opts serveOptions
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the orchestrator over HTTP for runners in other languages",
+		Long: `Serves the composebox API (HTTP/1.1 + JSON, described by /v1/openapi.json) until SIGTERM or
+SIGINT. It listens on a Unix socket (mode 0600) by default, or with --listen on loopback TCP, where
+every request needs the bearer token written to --token-file. Once it accepts requests it prints
+one line saying where (with --json, a JSON object). On SIGTERM it drains the requests in flight,
+removes every sample and task it owns unless --keep, and exits 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runServe(cmd, g, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Socket, "socket", "", "Unix socket to listen on (default $XDG_RUNTIME_DIR/composebox/api.sock, else /run/composebox/api.sock)")
+	f.StringVar(&opts.Listen, "listen", "", "listen on loopback TCP instead, 127.0.0.1:PORT (PORT 0: any free port); requires a bearer token")
+	f.StringVar(&opts.TokenFile, "token-file", "", "where --listen writes its bearer token (default: serve.token in the state directory)")
+	f.DurationVar(&opts.LeaseTTL, "lease-ttl", api.DefaultLeaseTTL, "how long a lease lives without a heartbeat before its samples and tasks are removed")
+	f.IntVar(&opts.MaxPerLease, "max-per-lease", api.DefaultMaxPerLease, "requests one lease may run at once (past it: busy, 429)")
+	f.BoolVar(&opts.Keep, "keep", false, "on exit, leave the samples in place (stale, for 'composebox cleanup --stale') instead of removing them")
+	f.BoolVar(&opts.Reaper, "reaper", false, "start a watchdog that removes the server's samples if it dies without cleaning up")
+	f.DurationVar(&opts.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long requests in flight may take before they are cut")
+	return cmd
+}
+
+// serveReady is the line `serve --json` prints once it accepts requests.
+type serveReady struct {
+	Socket    string `json:"socket"`
+	URL       string `json:"url"`
+	TokenFile string `json:"token_file"`
+	PID       int    `json:"pid"`
+	Version   string `json:"version"`
+}
+
+func runServe(cmd *cobra.Command, g *globals, opts serveOptions) error {
+	ctx := cmd.Context()
+	if opts.Socket != "" && opts.Listen != "" {
+		return usageError{errors.New("serve: give --socket or --listen, not both")}
+	}
+	if opts.LeaseTTL < time.Second {
+		return usageError{fmt.Errorf("serve: --lease-ttl %s: want at least 1s", opts.LeaseTTL)}
+	}
+	if opts.MaxPerLease < 1 {
+		return usageError{fmt.Errorf("serve: --max-per-lease %d: want at least 1", opts.MaxPerLease)}
+	}
+	sn, err := g.subnets()
+	if err != nil {
+		return usageError{err}
+	}
+	ready := serveReady{PID: os.Getpid(), Version: version}
+	var (
+		l     net.Listener
+		token string
+	)
+	if opts.Listen != "" {
+		if l, err = api.ListenTCP(opts.Listen); err != nil {
+			return err
+		}
+		ready.TokenFile = opts.TokenFile
+		if ready.TokenFile == "" {
+			ready.TokenFile = filepath.Join(tracking.DefaultStateDir(), "serve.token")
+		}
+		if token, err = api.WriteToken(ready.TokenFile); err != nil {
+			_ = l.Close()
+			return err
+		}
+		ready.URL = "http://" + l.Addr().String()
+	} else {
+		ready.Socket = opts.Socket
+		if ready.Socket == "" {
+			ready.Socket = api.DefaultSocketPath()
+		}
+		if l, err = api.ListenUnix(ready.Socket); err != nil {
+			return err
+		}
+	}
+
+	events := api.NewEvents()
+	o, err := g.orchestrator(opts.Reaper, orchestrator.WithObserver(events.Observe))
+	if err != nil {
+		_ = l.Close()
+		return err
+	}
+	defer o.Close()
+	srv := api.New(o, api.Options{
+		LeaseTTL:    opts.LeaseTTL,
+		MaxPerLease: opts.MaxPerLease,
+		Token:       token,
+		Version:     version,
+		Events:      events,
+		Logger:      g.log,
+		Doctor: func(ctx context.Context) prereqs.Report {
+			return prereqs.Doctor(ctx, prereqs.Options{Subnets: prereqs.SubnetOptions{Disabled: sn.Disabled, Pool: sn.Pool, Bits: sn.Bits}})
+		},
+	})
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(l) }()
+
+	if g.JSON {
+		b, _ := json.Marshal(ready)
+		fmt.Fprintln(g.stdout, string(b))
+	} else if ready.Socket != "" {
+		fmt.Fprintf(g.stdout, "composebox serve: listening on unix:%s\n", ready.Socket)
+	} else {
+		fmt.Fprintf(g.stdout, "composebox serve: listening on %s (token in %s)\n", ready.URL, ready.TokenFile)
+	}
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-served:
+	}
+	// Drain: no new connections, endless streams end, requests in flight finish (or are cut
+	// after the drain timeout, which cancels their commands).
+	srv.Stopping()
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.DrainTimeout)
+	if err := hs.Shutdown(dctx); err != nil {
+		_ = hs.Close()
+	}
+	cancel()
+	if err := srv.Close(context.WithoutCancel(ctx), opts.Keep); err != nil {
+		return fmt.Errorf("serve: remove what the server owned: %w", err)
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", serveErr)
+	}
+	return nil
+}
