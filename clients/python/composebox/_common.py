@@ -266,12 +266,16 @@ SERVER_READ_LIMIT = 100 * 1024 ** 2
 
 
 def read_params(path: str, limit: Optional[int]) -> Dict[str, Any]:
-    """Query of a file read. A limit below the server's maximum is enforced here, while the
-    body streams in: the server can only tell a file is too large once it has sent part of
-    it, and then it cuts the connection instead of answering output_limit."""
+    """Query of a file read. The server answers output_limit when a file passes the limit
+    within the body's first 64 KiB, and past that cuts the connection once it has sent
+    ``limit`` bytes; the client counts the bytes too (LimitCounter, cut_short), so both cases
+    are OutputLimitExceeded."""
     if limit is not None and limit <= 0:
         raise ValueError(f"read {path}: limit must be positive, got {limit}")
-    return {"path": path}
+    params: Dict[str, Any] = {"path": path}
+    if limit is not None:
+        params["limit"] = min(int(limit), SERVER_READ_LIMIT)
+    return params
 
 
 class LimitCounter:

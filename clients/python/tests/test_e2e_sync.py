@@ -163,6 +163,11 @@ def test_file_errors(client, sample):
     client.write_file(sample, "big", b"z" * 5000)
     with pytest.raises(composebox.OutputLimitExceeded):
         client.read_file(sample, "big", limit=100)
+    # Past the server's first 64 KiB the answer has started: the limit cuts the body instead.
+    client.write_file(sample, "bigger", b"q" * (300 * 1024))
+    with pytest.raises(composebox.OutputLimitExceeded):
+        client.read_file(sample, "bigger", limit=200 * 1024)
+    assert len(client.read_file(sample, "bigger", limit=300 * 1024)) == 300 * 1024
     with pytest.raises(IsADirectoryError):
         client.write_file(sample, "/tmp", b"x")
 
