@@ -283,13 +283,9 @@ class AsyncClient:
         return (await self._request("GET", f"{c.API}/openapi.json", what="openapi")).json()
 
     async def events(self) -> AsyncIterator[Event]:
+        """Lifecycle events from now on (await this method, then ``async for``)."""
         r = await self._send_stream("GET", f"{c.API}/events", what="events")
-        try:
-            async for line in r.aiter_lines():
-                if line.strip():
-                    yield Event.from_json(json.loads(line))
-        finally:
-            await r.aclose()
+        return _aiter_events(r)
 
     # -- tasks -------------------------------------------------------------------------------
 
@@ -448,5 +444,14 @@ async def _aiter_body(r: httpx.Response, chunk_size: int, what: str,
             yield chunk
     except httpx.TransportError as e:
         raise c.cut_short(what, e) from e
+    finally:
+        await r.aclose()
+
+
+async def _aiter_events(r: httpx.Response) -> AsyncIterator[Event]:
+    try:
+        async for line in r.aiter_lines():
+            if line.strip():
+                yield Event.from_json(json.loads(line))
     finally:
         await r.aclose()

@@ -269,14 +269,10 @@ class Client:
         return self._request("GET", f"{c.API}/openapi.json", what="openapi").json()
 
     def events(self) -> Iterator[Event]:
-        """Lifecycle events as they happen, until the iterator is closed."""
+        """Lifecycle events from now on, as they happen: the subscription starts when this
+        returns. Close the iterator (or stop iterating and drop it) to end it."""
         r = self._send_stream("GET", f"{c.API}/events", what="events")
-        try:
-            for line in r.iter_lines():
-                if line.strip():
-                    yield Event.from_json(json.loads(line))
-        finally:
-            r.close()
+        return _iter_events(r)
 
     # -- tasks -------------------------------------------------------------------------------
 
@@ -444,5 +440,14 @@ def _iter_body(r: httpx.Response, chunk_size: int, what: str,
             yield chunk
     except httpx.TransportError as e:
         raise c.cut_short(what, e) from e
+    finally:
+        r.close()
+
+
+def _iter_events(r: httpx.Response) -> Iterator[Event]:
+    try:
+        for line in r.iter_lines():
+            if line.strip():
+                yield Event.from_json(json.loads(line))
     finally:
         r.close()

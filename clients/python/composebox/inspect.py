@@ -69,13 +69,15 @@ class _State:
         self.client: Optional[AsyncClient] = None
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.tasks: Dict[str, str] = {}
+        self.task_locks: Dict[str, asyncio.Lock] = {}
         self.lock: Optional[asyncio.Lock] = None
 
     async def get_client(self, pc: m.ProviderConfig) -> AsyncClient:
         loop = asyncio.get_running_loop()
         if self.loop is not loop:
             # A new event loop (inspect's CLI commands each run their own): start afresh.
-            self.client, self.loop, self.lock, self.tasks = None, loop, asyncio.Lock(), {}
+            self.client, self.loop, self.lock = None, loop, asyncio.Lock()
+            self.tasks, self.task_locks = {}, {}
         assert self.lock is not None
         async with self.lock:
             if self.client is None:
@@ -132,10 +134,12 @@ class ComposeboxSandboxEnvironment(SandboxEnvironment):
         req, pc = m.task_request(task_name, config)
         client = await _state.get_client(pc)
         key = m.task_key(task_name, config)
-        tid = _state.tasks.get(key)
-        if tid is None:
-            task = await client.task_init(**req)
-            tid = _state.tasks.setdefault(key, task.id)
+        # One init per (task, config), however many samples ask for it at once.
+        async with _state.task_locks.setdefault(key, asyncio.Lock()):
+            tid = _state.tasks.get(key)
+            if tid is None:
+                tid = (await client.task_init(**req)).id
+                _state.tasks[key] = tid
         return tid
 
     @classmethod

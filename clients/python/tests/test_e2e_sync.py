@@ -1,8 +1,11 @@
 """The sync client against the real server and engine."""
 
 import io
+import json
 import os
+import selectors
 import subprocess
+import threading
 import time
 
 import pytest
@@ -260,3 +263,63 @@ services:
 """)
     with pytest.raises(composebox.NotFound):
         client.exec("cbx-nope-0000", ["true"], service="default")
+
+
+def test_doctor_and_events(client, task_name):
+    report = client.doctor()
+    assert isinstance(report.ok, bool) and report.checks
+    events = client.events()
+    seen = []
+    done = threading.Event()
+
+    def follow():
+        for ev in events:
+            seen.append(ev)
+            if ev.kind == "sample_removed":
+                done.set()
+                return
+
+    t = threading.Thread(target=follow, daemon=True)
+    t.start()
+    task = client.task_init(name=task_name, compose_yaml=e2e.compose())
+    s = client.sample_init(task)
+    client.sample_cleanup(s)
+    assert done.wait(30), [e.kind for e in seen]
+    kinds = [e.kind for e in seen if e.project == s.project]
+    assert "sample_started" in kinds and "sample_removed" in kinds
+    events.close()
+    client.task_cleanup(task)
+
+
+def test_loopback_tcp_with_token(bin_path, tmp_path, task_name):
+    token_file = tmp_path / "token"
+    proc = subprocess.Popen([bin_path, "serve", "--listen", "127.0.0.1:0", "--json",
+                             "--token-file", str(token_file)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        # --json prints one JSON object once the server accepts requests.
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        text, info, deadline = "", None, time.monotonic() + 60
+        while info is None:
+            assert sel.select(timeout=max(0.0, deadline - time.monotonic())), \
+                f"serve printed no JSON object within 60 s: {text!r}"
+            line = proc.stdout.readline()
+            assert line, f"serve exited: {text!r}"
+            text += line.decode()
+            try:
+                info = json.loads(text)
+            except ValueError:
+                pass
+        assert info["url"].startswith("http://127.0.0.1:")
+        with Client(url=info["url"], token_file=info["token_file"]) as c:
+            task = c.task_init(name=task_name, compose_yaml=e2e.compose())
+            s = c.sample_init(task)
+            assert c.exec(s, ["echo", "tcp"]).stdout == b"tcp\n"
+        assert e2e.resources(task_name) == []
+        with Client(url=info["url"], token="wrong") as c:
+            with pytest.raises(composebox.Unauthorized):
+                c.task_list()
+    finally:
+        proc.terminate()
+        proc.wait(60)

@@ -2,6 +2,7 @@
 is installed it runs on inspect_ai itself; elsewhere on a stand-in of the names the class
 imports (tests/inspect_stub.py), so the thin shell is exercised on every machine."""
 
+import asyncio
 import importlib
 import sys
 
@@ -130,7 +131,11 @@ async def test_provider_no_cleanup_leaves_samples_for_cli_cleanup(provider, task
     mod, _ = provider
     Env = mod.ComposeboxSandboxEnvironment
     config = {"compose_yaml": e2e.compose()}
-    envs = await Env.sample_init(task_name, config, {})  # without task_init: initialised on demand
+    # Without task_init the task is initialised on demand, once for concurrent samples.
+    envs, other = await asyncio.gather(Env.sample_init(task_name, config, {}),
+                                       Env.sample_init(task_name, config, {}))
+    assert len({t.id for t in await mod._state.client.task_list()}) == 1
+    await Env.sample_cleanup(task_name, config, other, interrupted=False)
     project = envs["default"]._project
     await Env.task_cleanup(task_name, config, cleanup=False)
     # The server is gone, the sample stays (detached) ...
