@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import base64
 import json
 import os
@@ -336,6 +337,10 @@ class SpawnedServer:
             self._log.close()
             shutil.rmtree(self.dir, ignore_errors=True)
             raise PrerequisiteError(f"spawn composebox serve: {e}") from e
+        # A client that is never closed still stops its server when the interpreter exits
+        # (the server then removes what it owns). A killed interpreter leaves it running: its
+        # lease expires and it removes the samples, but the process stays until stopped.
+        atexit.register(self.stop)
 
     def log_tail(self, n: int = 2000) -> str:
         try:
@@ -358,6 +363,7 @@ class SpawnedServer:
     def stop(self, timeout: float = 60.0) -> None:
         """SIGTERM (the server drains and removes what it owns), then wait; SIGKILL past the
         deadline."""
+        atexit.unregister(self.stop)
         try:
             if self.proc.poll() is None:
                 self.proc.send_signal(signal.SIGTERM)
@@ -367,7 +373,8 @@ class SpawnedServer:
                     self.proc.kill()
                     self.proc.wait(10)
         finally:
-            self._log.close()
+            if not self._log.closed:
+                self._log.close()
             shutil.rmtree(self.dir, ignore_errors=True)
 
 

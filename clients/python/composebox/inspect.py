@@ -75,7 +75,13 @@ class _State:
     async def get_client(self, pc: m.ProviderConfig) -> AsyncClient:
         loop = asyncio.get_running_loop()
         if self.loop is not loop:
-            # A new event loop (inspect's CLI commands each run their own): start afresh.
+            # A new event loop (inspect's CLI commands each run their own): start afresh. A
+            # client of the old loop cannot be closed from this one; its private server is
+            # stopped directly (which removes what it owned).
+            old = self.client
+            if old is not None and old._server is not None:
+                server, old._server = old._server, None
+                await anyio.to_thread.run_sync(server.stop)
             self.client, self.loop, self.lock = None, loop, asyncio.Lock()
             self.tasks, self.task_locks = {}, {}
         assert self.lock is not None

@@ -86,13 +86,13 @@ async def test_async_sample_exec_stream_files_and_cleanup(bin_path, task_name):
 
 @pytest.mark.asyncio
 async def test_async_close_removes_samples_and_heartbeat_runs(bin_path, task_name):
-    async with AsyncClient.spawn(bin_path, lease_ttl=1.5) as client:
+    async with AsyncClient.spawn(bin_path, lease_ttl=3) as client:
         task = await client.task_init(name=task_name, compose_yaml=e2e.compose())
         s = await client.sample_init(task)
-        deadline = time.monotonic() + 5
-        while client.heartbeats < 6 and time.monotonic() < deadline:
+        deadline = time.monotonic() + 60
+        while client.heartbeats < 5 and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
-        assert client.heartbeats >= 6, client.heartbeat_error
+        assert client.heartbeats >= 5, client.heartbeat_error
         # Several TTLs have passed: the lease, and so the sample, are alive.
         assert (await client.exec(s, ["true"])).success
         assert e2e.resources(task_name)

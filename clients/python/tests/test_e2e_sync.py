@@ -99,8 +99,9 @@ def test_exec(client, sample):
 
 
 def test_exec_timeout_keeps_partial_output(client, sample):
+    # The timeout leaves the command time to write before it is killed, even on a loaded host.
     with pytest.raises(TimeoutError) as e:
-        client.exec(sample, ["sh", "-c", "echo started; sleep 30"], timeout=1)
+        client.exec(sample, ["sh", "-c", "echo started; sleep 30"], timeout=5)
     assert isinstance(e.value, composebox.Timeout)
     assert e.value.result is not None and e.value.result.stdout == b"started\n"
 
@@ -129,7 +130,7 @@ def test_exec_stream_streams_stdin_and_waits(client, sample):
     chunks = (b"x" * 1000 for _ in range(300))
     r = client.exec_stream(sample, ["wc", "-c"], input=chunks).wait()
     assert r.stdout_text.strip() == "300000"
-    st = client.exec_stream(sample, ["sh", "-c", "echo gone; sleep 30"], timeout=1)
+    st = client.exec_stream(sample, ["sh", "-c", "echo gone; sleep 30"], timeout=5)
     seen = []
     with pytest.raises(TimeoutError):
         for ev in st:
@@ -219,19 +220,19 @@ def test_closing_the_client_removes_its_samples(bin_path, task_name):
 
 
 def test_heartbeat_keeps_a_short_lease_alive(bin_path, task_name):
-    with Client.spawn(bin_path, lease_ttl=1.5) as c:
+    with Client.spawn(bin_path, lease_ttl=3) as c:
         task = c.task_init(name=task_name, compose_yaml=e2e.compose())
         s = c.sample_init(task)
         hb = c._heartbeat
-        # Past several TTLs: the sample is still there because the heartbeat thread ran.
-        deadline = time.monotonic() + 5
-        while hb.beats < 6 and time.monotonic() < deadline:
+        # Past more than one TTL: the sample is still there because the heartbeat thread ran.
+        deadline = time.monotonic() + 60
+        while hb.beats < 5 and time.monotonic() < deadline:
             hb._stop.wait(0.1)
-        assert hb.beats >= 6, hb.error
+        assert hb.beats >= 5, hb.error
         assert c.exec(s, ["true"]).success
         # Without the heartbeat the lease expires and the server removes the sample.
         hb.stop()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90
         while e2e.resources(task_name) and time.monotonic() < deadline:
             hb._stop.wait(0.2)
         assert e2e.resources(task_name) == []

@@ -74,7 +74,7 @@ async def test_provider_lifecycle_exec_and_files(provider, compose_file, task_na
     r = await sb.exec(["sh", "-c", "printf '\\377'"])
     assert r.stdout == "\ufffd"
     with pytest.raises(TimeoutError) as e:
-        await sb.exec(["sh", "-c", "echo partial; sleep 30"], timeout=1)
+        await sb.exec(["sh", "-c", "echo partial; sleep 30"], timeout=5)
     assert type(e.value) is TimeoutError
     assert getattr(e.value, "truncated_output", "") == "partial\n"
     if not real:
