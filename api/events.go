@@ -85,6 +85,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	out := newStreamWriter(w, s.opts.WriteTimeout)
+	defer out.clear()
 	if err := out.rc.Flush(); err != nil {
 		return nil
 	}

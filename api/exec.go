@@ -165,6 +165,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	out := newStreamWriter(w, s.opts.WriteTimeout)
+	defer out.clear()
 	for ev := range p.Events() {
 		typ := "stdout"
 		if ev.Stream == orchestrator.StreamStderr {
@@ -203,6 +204,10 @@ type streamWriter struct {
 func newStreamWriter(w http.ResponseWriter, timeout time.Duration) *streamWriter {
 	return &streamWriter{w: w, rc: http.NewResponseController(w), timeout: timeout, enc: json.NewEncoder(w)}
 }
+
+// clear drops the write deadline, which would otherwise stay on the connection and fail the
+// next request it carries.
+func (sw *streamWriter) clear() { _ = sw.rc.SetWriteDeadline(time.Time{}) }
 
 func (sw *streamWriter) event(v any) error {
 	_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout))

@@ -66,6 +66,8 @@ func (d *deferredWriter) start() error {
 // finish ends the response. On a failure once the response has started, the connection is
 // cut, so that the client cannot take a truncated body for a whole one.
 func (d *deferredWriter) finish(err error) error {
+	// The write deadline would otherwise stay on the connection and fail its next request.
+	defer func() { _ = d.rc.SetWriteDeadline(time.Time{}) }()
 	if err == nil {
 		_ = d.start()
 		return nil
