@@ -8,7 +8,7 @@ RACE_PKGS := ./internal/... ./compose/... ./prereqs/... ./cleanup/... ./lifecycl
 PLAIN_PKGS := $(shell $(GO) list ./... | grep -v -E '^$(MODULE)/(internal|compose|prereqs|cleanup|lifecycle/sandboxio)(/|$$)')
 TEST_FLAGS ?= -count=1 -timeout 25m
 
-.PHONY: build test lint docker demo bench bench-pool clean
+.PHONY: build test test-python lint docker demo bench bench-pool clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/composebox
@@ -20,8 +20,16 @@ test:
 	@status=0; \
 	$(GO) test -race $(TEST_FLAGS) $(RACE_PKGS) || status=1; \
 	$(GO) test $(TEST_FLAGS) $(PLAIN_PKGS) || status=1; \
+	$(MAKE) --no-print-directory test-python || status=1; \
 	scripts/leakcheck.sh check || status=1; \
 	exit $$status
+
+# The Python client (clients/python): unit tests, and end-to-end tests that spawn the binary
+# built here against the real engine. Debian's python3 (python3-httpx, python3-pytest,
+# python3-pytest-asyncio), as .ci/run installs them.
+PYTHON ?= /usr/bin/python3
+test-python: build
+	COMPOSEBOX_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q -p no:cacheprovider clients/python/tests
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -1,0 +1,382 @@
+"""What the sync and async clients share: endpoints, request bodies, decoding, the spawned server."""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from typing import Any, AsyncIterator, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
+from urllib.parse import quote
+
+from .errors import (ComposeboxError, OutputLimitExceeded, PrerequisiteError, error_from_body,
+                     make_error)
+from .types import ExecEvent, ExecResult
+
+API = "/v1"
+LEASE_HEADER = "X-Composebox-Lease"
+CHUNK = 64 * 1024
+# Base URL of requests over the Unix socket: the host part is ignored but must be a valid name.
+SOCKET_BASE_URL = "http://composebox"
+
+BytesLike = Union[bytes, bytearray, memoryview]
+Data = Union[BytesLike, str, Any]
+
+
+def default_socket_path() -> str:
+    """The socket ``composebox serve`` listens on by default."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        return os.path.join(runtime, "composebox", "api.sock")
+    return "/run/composebox/api.sock"
+
+
+class Endpoint:
+    """Where the server is: a Unix socket, or a loopback URL with a bearer token."""
+
+    def __init__(self, socket: Optional[str] = None, url: Optional[str] = None,
+                 token: Optional[str] = None, token_file: Optional[str] = None) -> None:
+        if socket and url:
+            raise ValueError("composebox client: give socket or url, not both")
+        if not socket and not url:
+            url = os.environ.get("COMPOSEBOX_URL") or None
+            if not url:
+                socket = os.environ.get("COMPOSEBOX_SOCKET") or default_socket_path()
+        if url and token is None:
+            token_file = token_file or os.environ.get("COMPOSEBOX_TOKEN_FILE")
+            token = os.environ.get("COMPOSEBOX_TOKEN")
+            if token_file:
+                with open(token_file, "r", encoding="utf-8") as f:
+                    token = f.read().strip()
+        self.socket = socket
+        self.url = url.rstrip("/") if url else None
+        self.token = token
+
+    @property
+    def base_url(self) -> str:
+        return self.url or SOCKET_BASE_URL
+
+    def headers(self) -> Dict[str, str]:
+        h = {"User-Agent": "composebox-python"}
+        if self.token:
+            h["Authorization"] = "Bearer " + self.token
+        return h
+
+    def describe(self) -> str:
+        return self.url or ("unix:" + str(self.socket))
+
+
+def _path(kind: str, ident: str, rest: Tuple[str, ...]) -> str:
+    p = f"{API}/{kind}/{quote(ident, safe='')}"
+    for r in rest:
+        p += "/" + quote(r, safe="")
+    return p
+
+
+def task_path(task_id: str, *rest: str) -> str:
+    return _path("tasks", task_id, rest)
+
+
+def lease_path(lease_id: str, *rest: str) -> str:
+    return _path("leases", lease_id, rest)
+
+
+def sample_path(project: str, *rest: str) -> str:
+    return _path("samples", project, rest)
+
+
+def sandbox_path(project: str, service: str, *rest: str) -> str:
+    return sample_path(project, "sandboxes", service, *rest)
+
+
+def task_request(*, name: Optional[str] = None, compose_yaml: Optional[str] = None,
+                 path: Optional[str] = None, files: Optional[List[str]] = None,
+                 working_dir: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+                 pass_env: Optional[List[str]] = None, profiles: Optional[List[str]] = None,
+                 policy: Optional[Mapping[str, Any]] = None, default_service: Optional[str] = None,
+                 agent_image: Optional[str] = None,
+                 image_overrides: Optional[Mapping[str, str]] = None, prebuilt: bool = False,
+                 ready_timeout: Optional[float] = None) -> Dict[str, Any]:
+    """The JSON body of a task init; only the fields given are sent."""
+    if compose_yaml is not None and path is not None:
+        raise ValueError("task init: give compose_yaml or path, not both")
+    body: Dict[str, Any] = {}
+    for key, value in (("name", name), ("compose_yaml", compose_yaml), ("path", path),
+                       ("working_dir", working_dir), ("default_service", default_service),
+                       ("agent_image", agent_image)):
+        if value is not None:
+            body[key] = value
+    if path is not None:
+        body["path"] = os.fspath(path)
+    for key, lst in (("files", files), ("pass_env", pass_env), ("profiles", profiles)):
+        if lst:
+            body[key] = [os.fspath(x) for x in lst]
+    if env:
+        body["env"] = {str(k): str(v) for k, v in env.items()}
+    if image_overrides:
+        body["image_overrides"] = dict(image_overrides)
+    if policy:
+        body["policy"] = dict(policy)
+    if prebuilt:
+        body["prebuilt"] = True
+    if ready_timeout is not None:
+        body["ready_timeout_seconds"] = float(ready_timeout)
+    return body
+
+
+def sample_request(*, id: Optional[str] = None, metadata: Optional[Mapping[str, Any]] = None,
+                   ready_timeout: Optional[float] = None) -> Dict[str, Any]:
+    body: Dict[str, Any] = {}
+    if id is not None:
+        body["id"] = str(id)
+    if metadata:
+        body["metadata"] = {str(k): str(v) for k, v in metadata.items()}
+    if ready_timeout is not None:
+        body["ready_timeout_seconds"] = float(ready_timeout)
+    return body
+
+
+def to_bytes(data: Union[BytesLike, str]) -> bytes:
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    return bytes(data)
+
+
+def exec_request(cmd: Union[List[str], Tuple[str, ...]], *, cwd: Optional[str] = None,
+                 env: Optional[Mapping[str, str]] = None, user: Optional[str] = None,
+                 timeout: Optional[float] = None, output_limit: Optional[int] = None,
+                 strict_limit: bool = False) -> Dict[str, Any]:
+    """The JSON of an exec without its input."""
+    if isinstance(cmd, (str, bytes)):
+        raise TypeError("exec: cmd is an argv list (there is no implicit shell); "
+                        "use ['sh', '-c', script] for a shell command")
+    if not cmd:
+        raise ValueError("exec: cmd is empty")
+    body: Dict[str, Any] = {"cmd": [str(c) for c in cmd]}
+    if cwd:
+        body["cwd"] = str(cwd)
+    if env:
+        body["env"] = {str(k): str(v) for k, v in env.items()}
+    if user:
+        body["user"] = str(user)
+    if timeout is not None:
+        if timeout <= 0:
+            raise ValueError(f"exec: timeout must be positive, got {timeout}")
+        body["timeout_seconds"] = float(timeout)
+    if output_limit is not None:
+        body["output_limit"] = int(output_limit)
+    if strict_limit:
+        body["strict_limit"] = True
+    return body
+
+
+def with_input(body: Dict[str, Any], input: Optional[Union[BytesLike, str]]) -> Dict[str, Any]:
+    if input is not None:
+        body = dict(body)
+        body["input"] = base64.b64encode(to_bytes(input)).decode("ascii")
+    return body
+
+
+def _is_file_like(data: Any) -> bool:
+    return hasattr(data, "read") and callable(data.read)
+
+
+def sync_chunks(data: Data) -> Iterator[bytes]:
+    """Bytes, str, a binary or text file object, or an iterable of bytes/str, as chunks."""
+    if isinstance(data, (bytes, bytearray, memoryview, str)):
+        b = to_bytes(data)
+        if b:
+            yield b
+        return
+    if _is_file_like(data):
+        while True:
+            chunk = data.read(CHUNK)
+            if not chunk:
+                return
+            yield to_bytes(chunk)
+    for chunk in data:
+        if chunk:
+            yield to_bytes(chunk)
+
+
+async def async_chunks(data: Data) -> AsyncIterator[bytes]:
+    """As sync_chunks, and also async iterables and objects with an async read()."""
+    import inspect as _inspect
+
+    if isinstance(data, (bytes, bytearray, memoryview, str)):
+        b = to_bytes(data)
+        if b:
+            yield b
+        return
+    if _is_file_like(data):
+        while True:
+            chunk = data.read(CHUNK)
+            if _inspect.isawaitable(chunk):
+                chunk = await chunk
+            if not chunk:
+                return
+            yield to_bytes(chunk)
+    if hasattr(data, "__aiter__"):
+        async for chunk in data:
+            if chunk:
+                yield to_bytes(chunk)
+        return
+    for chunk in data:
+        if chunk:
+            yield to_bytes(chunk)
+
+
+def stream_request_head(body: Dict[str, Any]) -> bytes:
+    """The first line of a streamed exec's request body; stdin follows it."""
+    return json.dumps(body, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def decode_error_response(status: int, content: bytes, what: str) -> ComposeboxError:
+    try:
+        body = json.loads(content.decode("utf-8")) if content else None
+    except (UnicodeDecodeError, ValueError):
+        body = None
+    fallback = f"{what}: HTTP {status}"
+    if body is None and content:
+        fallback += ": " + content[:200].decode("utf-8", errors="replace").strip()
+    return error_from_body(status, body, fallback)
+
+
+def parse_exec_event(line: bytes) -> ExecEvent:
+    """One NDJSON line of a streamed exec; an error event raises its error."""
+    d = json.loads(line)
+    typ = d.get("type")
+    if typ in ("stdout", "stderr"):
+        return ExecEvent(type=typ, data=base64.b64decode(d.get("data") or ""))
+    if typ == "exit":
+        return ExecEvent(type="exit", result=ExecResult.from_json(d, stdout=b"", stderr=b""))
+    if typ == "error":
+        e = d.get("error") or {}
+        raise make_error(e.get("kind", "internal"), e.get("message", "exec stream failed"),
+                         detail=e.get("detail") if isinstance(e.get("detail"), dict) else None)
+    raise ComposeboxError(f"exec stream: unknown event type {typ!r}")
+
+
+# The server's largest file read: its default and maximum limit.
+SERVER_READ_LIMIT = 100 * 1024 ** 2
+
+
+def read_params(path: str, limit: Optional[int]) -> Dict[str, Any]:
+    """Query of a file read. The server answers output_limit when a file passes the limit
+    within the body's first 64 KiB, and past that cuts the connection once it has sent
+    ``limit`` bytes; the client counts the bytes too (LimitCounter, cut_short), so both cases
+    are OutputLimitExceeded."""
+    if limit is not None and limit <= 0:
+        raise ValueError(f"read {path}: limit must be positive, got {limit}")
+    params: Dict[str, Any] = {"path": path}
+    if limit is not None:
+        params["limit"] = min(int(limit), SERVER_READ_LIMIT)
+    return params
+
+
+class LimitCounter:
+    """Counts a streamed body's bytes and raises OutputLimitExceeded past the limit."""
+
+    def __init__(self, what: str, limit: Optional[int]) -> None:
+        self.what = what
+        self.limit = limit
+        self.n = 0
+
+    def add(self, n: int) -> None:
+        self.n += n
+        if self.limit is not None and self.n > self.limit:
+            raise OutputLimitExceeded(f"{self.what}: larger than the {self.limit} byte limit")
+
+
+def cut_short(what: str, err: BaseException) -> ComposeboxError:
+    """The error of a body the server cut: it does so only when the file grew past its limit
+    (100 MiB) after the first byte was sent, or when it stopped."""
+    return OutputLimitExceeded(f"{what}: the server cut the transfer: the file is larger than "
+                               f"its {SERVER_READ_LIMIT} byte limit (or the server stopped): {err}")
+
+
+def find_binary(binary: Optional[str]) -> str:
+    """The composebox binary: an explicit path, else $COMPOSEBOX_BIN, else PATH."""
+    candidate = binary or os.environ.get("COMPOSEBOX_BIN") or "composebox"
+    if os.sep in candidate:
+        if os.access(candidate, os.X_OK):
+            return candidate
+        raise PrerequisiteError(f"spawn composebox serve: {candidate} is not an executable file")
+    found = shutil.which(candidate)
+    if not found:
+        raise PrerequisiteError(
+            f"spawn composebox serve: no {candidate!r} on PATH; build it (make build) and put "
+            "bin/composebox on PATH, or pass binary=")
+    return found
+
+
+class SpawnedServer:
+    """A private ``composebox serve`` on a private socket, owned by one client."""
+
+    def __init__(self, binary: Optional[str] = None, args: Optional[List[str]] = None,
+                 env: Optional[Mapping[str, str]] = None) -> None:
+        self.binary = find_binary(binary)
+        self.dir = tempfile.mkdtemp(prefix="composebox-py-")
+        self.socket = os.path.join(self.dir, "api.sock")
+        self.log_path = os.path.join(self.dir, "serve.log")
+        self._log = open(self.log_path, "wb")
+        cmd = [self.binary, "serve", "--socket", self.socket] + list(args or [])
+        proc_env = dict(os.environ)
+        if env:
+            proc_env.update(env)
+        try:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log,
+                                         stderr=subprocess.STDOUT, env=proc_env,
+                                         start_new_session=True)
+        except OSError as e:
+            self._log.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise PrerequisiteError(f"spawn composebox serve: {e}") from e
+        # A client that is never closed still stops its server when the interpreter exits
+        # (the server then removes what it owns). A killed interpreter leaves it running: its
+        # lease expires and it removes the samples, but the process stays until stopped.
+        atexit.register(self.stop)
+
+    def log_tail(self, n: int = 2000) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                data = f.read()
+        except OSError:
+            return ""
+        return data[-n:].decode("utf-8", errors="replace").strip()
+
+    def check_alive(self) -> None:
+        code = self.proc.poll()
+        if code is not None:
+            raise PrerequisiteError(
+                f"spawn composebox serve: it exited with status {code} before it answered: "
+                + (self.log_tail() or "(no output)"))
+
+    def socket_ready(self) -> bool:
+        return os.path.exists(self.socket)
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """SIGTERM (the server drains and removes what it owns), then wait; SIGKILL past the
+        deadline."""
+        atexit.unregister(self.stop)
+        try:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    self.proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait(10)
+        finally:
+            if not self._log.closed:
+                self._log.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def deadline_passed(deadline: float) -> bool:
+    return time.monotonic() >= deadline

@@ -1,0 +1,457 @@
+"""The asynchronous client (asyncio)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any, AsyncIterator, Dict, List, Mapping, Optional, Union
+
+import httpx
+
+from . import _common as c
+from .errors import ComposeboxError, SandboxUnavailable
+from .types import (Connection, DoctorReport, Event, ExecEvent, ExecResult, Lease, Sample,
+                    SandboxInfo, Task, Version)
+
+SampleRef = Union[Sample, str]
+
+
+class AsyncExecStream:
+    """A running streamed exec: ``async for`` it for :class:`ExecEvent` chunks. The last event is
+    ``exit``; afterwards ``result`` holds the exit code and counters. A failure after the command
+    started raises its error from the iteration. ``aclose()`` (or ``async with``) stops reading
+    early, which kills the command."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+        self.result: Optional[ExecResult] = None
+
+    async def __aiter__(self) -> AsyncIterator[ExecEvent]:
+        try:
+            async for line in self._response.aiter_lines():
+                if not line.strip():
+                    continue
+                ev = c.parse_exec_event(line.encode("utf-8") if isinstance(line, str) else line)
+                if ev.type == "exit":
+                    self.result = ev.result
+                yield ev
+                if ev.type == "exit":
+                    return
+        except httpx.TransportError as e:
+            raise SandboxUnavailable(f"exec stream: connection to the server lost: {e}") from e
+        finally:
+            await self.aclose()
+        if self.result is None:
+            raise ComposeboxError("exec stream: the server ended the stream without an exit event")
+
+    async def wait(self) -> ExecResult:
+        """Consume the stream and return the result with the whole output (kept bytes only)."""
+        out: List[bytes] = []
+        err: List[bytes] = []
+        async for ev in self:
+            if ev.type == "stdout":
+                out.append(ev.data)
+            elif ev.type == "stderr":
+                err.append(ev.data)
+        assert self.result is not None
+        r = self.result
+        return ExecResult(exit_code=r.exit_code, stdout=b"".join(out), stderr=b"".join(err),
+                          stdout_truncated=r.stdout_truncated, stderr_truncated=r.stderr_truncated,
+                          stdout_bytes=r.stdout_bytes, stderr_bytes=r.stderr_bytes,
+                          duration=r.duration)
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
+
+    async def __aenter__(self) -> "AsyncExecStream":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+
+class AsyncClient:
+    """The asyncio counterpart of :class:`composebox.Client`: the same methods, awaited.
+
+    ``async with AsyncClient() as client`` (default socket, $COMPOSEBOX_SOCKET or
+    $COMPOSEBOX_URL), ``AsyncClient(socket=...)``, ``AsyncClient(url=..., token=...)``, or
+    ``async with AsyncClient.spawn() as client`` for a private server stopped on close. The lease
+    heartbeat is an asyncio task of the loop the lease was opened on.
+    """
+
+    def __init__(self, socket: Optional[str] = None, *, url: Optional[str] = None,
+                 token: Optional[str] = None, token_file: Optional[str] = None,
+                 lease_ttl: Optional[float] = None, connect_timeout: float = 10.0) -> None:
+        self._endpoint_args = dict(socket=socket, url=url, token=token, token_file=token_file)
+        self._connect_timeout = connect_timeout
+        self._lease_ttl = lease_ttl
+        self._http: Optional[httpx.AsyncClient] = None
+        self._lease: Optional[Lease] = None
+        self._lease_lock: Optional[asyncio.Lock] = None
+        self._heartbeat: Optional["asyncio.Task[None]"] = None
+        self.heartbeat_error: Optional[BaseException] = None
+        self.heartbeats = 0
+        self._server: Optional[c.SpawnedServer] = None
+        self._spawn_args: Optional[Dict[str, Any]] = None
+        self._defaults: Dict[str, str] = {}
+        self._closed = False
+
+    # -- construction and lifetime ---------------------------------------------------------
+
+    @classmethod
+    def spawn(cls, binary: Optional[str] = None, *, args: Optional[List[str]] = None,
+              env: Optional[Mapping[str, str]] = None, start_timeout: float = 60.0,
+              lease_ttl: Optional[float] = None) -> "AsyncClient":
+        """A client of a private ``composebox serve`` (``binary``, else $COMPOSEBOX_BIN, else
+        ``composebox`` on PATH), started by ``async with`` or ``await client.open()`` and
+        stopped (SIGTERM) by closing the client."""
+        client = cls(lease_ttl=lease_ttl)
+        client._spawn_args = dict(binary=binary, args=args, env=env, start_timeout=start_timeout)
+        return client
+
+    async def open(self) -> "AsyncClient":
+        """Connect (starting the spawned server first, if any) and check the server answers."""
+        if self._http is not None:
+            return self
+        endpoint_args = dict(self._endpoint_args)
+        if self._spawn_args is not None:
+            sa = self._spawn_args
+            server = c.SpawnedServer(sa["binary"], args=sa["args"], env=sa["env"])
+            try:
+                deadline = time.monotonic() + sa["start_timeout"]
+                while not server.socket_ready():
+                    server.check_alive()
+                    if c.deadline_passed(deadline):
+                        raise ComposeboxError("spawn composebox serve: no socket after "
+                                              f"{sa['start_timeout']:.0f} s: " + server.log_tail())
+                    await asyncio.sleep(0.02)
+            except BaseException:
+                await asyncio.get_running_loop().run_in_executor(None, server.stop)
+                raise
+            self._server = server
+            endpoint_args = dict(socket=server.socket)
+        self._endpoint = c.Endpoint(**endpoint_args)
+        transport = (httpx.AsyncHTTPTransport(uds=self._endpoint.socket)
+                     if self._endpoint.socket else None)
+        self._http = httpx.AsyncClient(base_url=self._endpoint.base_url, transport=transport,
+                                       headers=self._endpoint.headers(),
+                                       timeout=httpx.Timeout(None, connect=self._connect_timeout))
+        try:
+            await self.version()
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
+    @property
+    def server_log(self) -> str:
+        return self._server.log_tail(1 << 20) if self._server else ""
+
+    async def aclose(self) -> None:
+        """Stop the heartbeat, close the lease (the server removes its tasks and samples), and
+        stop a spawned server."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._heartbeat is not None:
+                self._heartbeat.cancel()
+                try:
+                    await self._heartbeat
+                except asyncio.CancelledError:
+                    pass
+            if self._lease is not None and self._http is not None:
+                try:
+                    await self._request("DELETE", c.lease_path(self._lease.id),
+                                        what="close lease")
+                except ComposeboxError:
+                    pass
+        finally:
+            if self._http is not None:
+                await self._http.aclose()
+            if self._server is not None:
+                server, self._server = self._server, None
+                await asyncio.get_running_loop().run_in_executor(None, server.stop)
+
+    async def __aenter__(self) -> "AsyncClient":
+        return await self.open()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            raise ComposeboxError("composebox AsyncClient: not open (use `async with` or "
+                                  "`await client.open()`)")
+        return self._http
+
+    async def _raise_for(self, response: httpx.Response, what: str) -> None:
+        if response.status_code >= 400:
+            await response.aread()
+            raise c.decode_error_response(response.status_code, response.content, what)
+
+    async def _request(self, method: str, path: str, *, what: str, json_body: Any = None,
+                       params: Optional[Dict[str, Any]] = None, lease: bool = False,
+                       content: Any = None,
+                       headers: Optional[Dict[str, str]] = None) -> httpx.Response:
+        http = self._client()
+        h = dict(headers or {})
+        if lease:
+            h[c.LEASE_HEADER] = (await self.lease()).id
+        try:
+            r = await http.request(method, path, json=json_body, params=params, content=content,
+                                   headers=h)
+        except httpx.TransportError as e:
+            raise SandboxUnavailable(f"{what}: cannot reach composebox serve at "
+                                     f"{self._endpoint.describe()}: {e}") from e
+        await self._raise_for(r, what)
+        return r
+
+    async def _send_stream(self, method: str, path: str, *, what: str, params: Any = None,
+                           content: Any = None,
+                           headers: Optional[Dict[str, str]] = None) -> httpx.Response:
+        http = self._client()
+        req = http.build_request(method, path, params=params, content=content, headers=headers)
+        try:
+            r = await http.send(req, stream=True)
+        except httpx.TransportError as e:
+            raise SandboxUnavailable(f"{what}: cannot reach composebox serve at "
+                                     f"{self._endpoint.describe()}: {e}") from e
+        try:
+            await self._raise_for(r, what)
+        except BaseException:
+            await r.aclose()
+            raise
+        return r
+
+    async def _beat(self, lease: Lease) -> None:
+        interval = max(0.2, lease.ttl_seconds / 3.0)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self._request("POST", c.lease_path(lease.id, "heartbeat"),
+                                    what="heartbeat lease")
+                self.heartbeats += 1
+                self.heartbeat_error = None
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # keep beating: a transient failure must not end the lease
+                self.heartbeat_error = e
+
+    async def lease(self) -> Lease:
+        """The client's lease, opened (and its heartbeat task started) on first use."""
+        if self._lease_lock is None:
+            self._lease_lock = asyncio.Lock()
+        async with self._lease_lock:
+            if self._lease is None:
+                body = {"ttl_seconds": self._lease_ttl} if self._lease_ttl else None
+                r = await self._request("POST", f"{c.API}/leases", what="open lease", json_body=body)
+                self._lease = Lease.from_json(r.json())
+                self._heartbeat = asyncio.get_running_loop().create_task(self._beat(self._lease))
+            return self._lease
+
+    async def _service(self, sample: SampleRef, service: Optional[str]) -> str:
+        if service:
+            return service
+        if isinstance(sample, Sample):
+            return sample.default_service
+        d = self._defaults.get(sample)
+        if d is None:
+            d = (await self.sample_get(sample)).default_service
+        return d
+
+    @staticmethod
+    def _project(sample: SampleRef) -> str:
+        return sample.project if isinstance(sample, Sample) else sample
+
+    def _remember(self, s: Sample) -> Sample:
+        self._defaults[s.project] = s.default_service
+        return s
+
+    # -- server ------------------------------------------------------------------------------
+
+    async def version(self) -> Version:
+        return Version.from_json((await self._request("GET", f"{c.API}/version", what="version")).json())
+
+    async def doctor(self) -> DoctorReport:
+        return DoctorReport.from_json((await self._request("GET", f"{c.API}/doctor", what="doctor")).json())
+
+    async def openapi(self) -> Dict[str, Any]:
+        return (await self._request("GET", f"{c.API}/openapi.json", what="openapi")).json()
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Lifecycle events from now on (await this method, then ``async for``)."""
+        r = await self._send_stream("GET", f"{c.API}/events", what="events")
+        return _aiter_events(r)
+
+    # -- tasks -------------------------------------------------------------------------------
+
+    async def task_init(self, *, name: Optional[str] = None, compose_yaml: Optional[str] = None,
+                        path: Optional[str] = None, **options: Any) -> Task:
+        body = c.task_request(name=name, compose_yaml=compose_yaml, path=path, **options)
+        r = await self._request("POST", f"{c.API}/tasks", what="task init", json_body=body, lease=True)
+        return Task.from_json(r.json())
+
+    async def task_get(self, task: Union[Task, str]) -> Task:
+        tid = task.id if isinstance(task, Task) else task
+        return Task.from_json((await self._request("GET", c.task_path(tid), what="task get")).json())
+
+    async def task_list(self) -> List[Task]:
+        r = await self._request("GET", f"{c.API}/tasks", what="task list")
+        return [Task.from_json(t) for t in r.json().get("tasks") or []]
+
+    async def task_cleanup(self, task: Union[Task, str]) -> None:
+        tid = task.id if isinstance(task, Task) else task
+        await self._request("DELETE", c.task_path(tid), what="task cleanup")
+
+    # -- samples -----------------------------------------------------------------------------
+
+    async def sample_init(self, task: Union[Task, str], *, id: Optional[str] = None,
+                          metadata: Optional[Mapping[str, Any]] = None,
+                          ready_timeout: Optional[float] = None) -> Sample:
+        tid = task.id if isinstance(task, Task) else task
+        body = c.sample_request(id=id, metadata=metadata, ready_timeout=ready_timeout)
+        r = await self._request("POST", c.task_path(tid, "samples"), what="sample init",
+                                json_body=body, lease=True)
+        return self._remember(Sample.from_json(r.json()))
+
+    async def sample_get(self, sample: SampleRef) -> Sample:
+        r = await self._request("GET", c.sample_path(self._project(sample)), what="sample get")
+        return self._remember(Sample.from_json(r.json()))
+
+    async def sample_list(self, task: Union[Task, str, None] = None) -> List[Sample]:
+        params = {}
+        if task is not None:
+            params["task"] = task.id if isinstance(task, Task) else task
+        r = await self._request("GET", f"{c.API}/samples", what="sample list", params=params)
+        return [Sample.from_json(s) for s in r.json().get("samples") or []]
+
+    async def sample_cleanup(self, sample: SampleRef) -> None:
+        project = self._project(sample)
+        await self._request("DELETE", c.sample_path(project), what="sample cleanup")
+        self._defaults.pop(project, None)
+
+    async def sample_detach(self, sample: SampleRef) -> Sample:
+        r = await self._request("POST", c.sample_path(self._project(sample), "detach"),
+                                what="sample detach")
+        return Sample.from_json(r.json())
+
+    async def sandboxes(self, sample: SampleRef) -> List[SandboxInfo]:
+        r = await self._request("GET", c.sample_path(self._project(sample), "sandboxes"),
+                                what="sandboxes")
+        return [SandboxInfo.from_json(s) for s in r.json().get("sandboxes") or []]
+
+    # -- exec --------------------------------------------------------------------------------
+
+    async def exec(self, sample: SampleRef, cmd: List[str], *, service: Optional[str] = None,
+                   input: Optional[Union[bytes, str]] = None, cwd: Optional[str] = None,
+                   env: Optional[Mapping[str, str]] = None, user: Optional[str] = None,
+                   timeout: Optional[float] = None, output_limit: Optional[int] = None,
+                   strict_limit: bool = False) -> ExecResult:
+        svc = await self._service(sample, service)
+        body = c.with_input(c.exec_request(cmd, cwd=cwd, env=env, user=user, timeout=timeout,
+                                           output_limit=output_limit, strict_limit=strict_limit),
+                            input)
+        r = await self._request("POST", c.sandbox_path(self._project(sample), svc, "exec"),
+                                what=f"exec in {svc}", json_body=body)
+        return ExecResult.from_json(r.json())
+
+    async def exec_stream(self, sample: SampleRef, cmd: List[str], *,
+                          service: Optional[str] = None, input: Optional[c.Data] = None,
+                          cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+                          user: Optional[str] = None, timeout: Optional[float] = None,
+                          output_limit: Optional[int] = None,
+                          strict_limit: bool = False) -> AsyncExecStream:
+        svc = await self._service(sample, service)
+        head = c.stream_request_head(c.exec_request(
+            cmd, cwd=cwd, env=env, user=user, timeout=timeout, output_limit=output_limit,
+            strict_limit=strict_limit))
+
+        async def content() -> AsyncIterator[bytes]:
+            yield head
+            if input is not None:
+                async for chunk in c.async_chunks(input):
+                    yield chunk
+
+        r = await self._send_stream("POST", c.sandbox_path(self._project(sample), svc, "exec", "stream"),
+                                    what=f"exec stream in {svc}", content=content(),
+                                    headers={"Content-Type": "application/octet-stream"})
+        return AsyncExecStream(r)
+
+    # -- files -------------------------------------------------------------------------------
+
+    async def read_file_stream(self, sample: SampleRef, path: str, *,
+                               service: Optional[str] = None, limit: Optional[int] = None,
+                               chunk_size: int = c.CHUNK) -> AsyncIterator[bytes]:
+        """The file's bytes as an async iterator of chunks (await this method first)."""
+        svc = await self._service(sample, service)
+        what = f"read {path} in {svc}"
+        r = await self._send_stream("GET", c.sandbox_path(self._project(sample), svc, "files"),
+                                    what=what, params=c.read_params(path, limit))
+        return _aiter_body(r, chunk_size, what, limit)
+
+    async def read_file(self, sample: SampleRef, path: str, *, service: Optional[str] = None,
+                        limit: Optional[int] = None) -> bytes:
+        parts = []
+        async for chunk in await self.read_file_stream(sample, path, service=service, limit=limit):
+            parts.append(chunk)
+        return b"".join(parts)
+
+    async def read_text(self, sample: SampleRef, path: str, **kw: Any) -> str:
+        return (await self.read_file(sample, path, **kw)).decode("utf-8")
+
+    async def write_file(self, sample: SampleRef, path: str, data: c.Data, *,
+                         service: Optional[str] = None) -> None:
+        svc = await self._service(sample, service)
+        content = c.to_bytes(data) if isinstance(data, (bytes, bytearray, memoryview, str)) \
+            else c.async_chunks(data)
+        await self._request("PUT", c.sandbox_path(self._project(sample), svc, "files"),
+                            what=f"write {path} in {svc}", params={"path": path}, content=content,
+                            headers={"Content-Type": "application/octet-stream"})
+
+    async def read_dir_tar(self, sample: SampleRef, path: str, *,
+                           service: Optional[str] = None) -> AsyncIterator[bytes]:
+        svc = await self._service(sample, service)
+        r = await self._send_stream("GET", c.sandbox_path(self._project(sample), svc, "dirs"),
+                                    what=f"read dir {path} in {svc}", params={"path": path})
+        return _aiter_body(r, c.CHUNK, f"read dir {path} in {svc}", None)
+
+    async def write_dir_tar(self, sample: SampleRef, path: str, tar: c.Data, *,
+                            service: Optional[str] = None) -> None:
+        svc = await self._service(sample, service)
+        content = c.to_bytes(tar) if isinstance(tar, (bytes, bytearray, memoryview)) \
+            else c.async_chunks(tar)
+        await self._request("PUT", c.sandbox_path(self._project(sample), svc, "dirs"),
+                            what=f"write dir {path} in {svc}", params={"path": path},
+                            content=content, headers={"Content-Type": "application/x-tar"})
+
+    async def connection(self, sample: SampleRef, *, service: Optional[str] = None) -> Connection:
+        svc = await self._service(sample, service)
+        r = await self._request("GET", c.sandbox_path(self._project(sample), svc, "connection"),
+                                what=f"connection to {svc}")
+        return Connection.from_json(r.json())
+
+
+async def _aiter_body(r: httpx.Response, chunk_size: int, what: str,
+                      limit: Optional[int]) -> AsyncIterator[bytes]:
+    counter = c.LimitCounter(what, limit)
+    try:
+        async for chunk in r.aiter_bytes(chunk_size):
+            counter.add(len(chunk))
+            yield chunk
+    except httpx.TransportError as e:
+        raise c.cut_short(what, e) from e
+    finally:
+        await r.aclose()
+
+
+async def _aiter_events(r: httpx.Response) -> AsyncIterator[Event]:
+    try:
+        async for line in r.aiter_lines():
+            if line.strip():
+                yield Event.from_json(json.loads(line))
+    finally:
+        await r.aclose()

@@ -1,0 +1,453 @@
+"""The synchronous client."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
+
+import httpx
+
+from . import _common as c
+from .errors import ComposeboxError, SandboxUnavailable
+from .types import (Connection, DoctorReport, Event, ExecEvent, ExecResult, Lease, Sample,
+                    SandboxInfo, Task, Version)
+
+SampleRef = Union[Sample, str]
+
+
+class ExecStream:
+    """A running streamed exec: iterate it for :class:`ExecEvent` chunks as the command writes
+    them. The last event is ``exit``; afterwards ``result`` holds the exit code and counters. A
+    failure after the command started (timeout, strict output limit, lost container) raises its
+    error from the iteration. Close it (or use ``with``) to stop reading early, which kills the
+    command."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+        self.result: Optional[ExecResult] = None
+
+    def __iter__(self) -> Iterator[ExecEvent]:
+        try:
+            for line in self._response.iter_lines():
+                if not line.strip():
+                    continue
+                ev = c.parse_exec_event(line.encode("utf-8") if isinstance(line, str) else line)
+                if ev.type == "exit":
+                    self.result = ev.result
+                yield ev
+                if ev.type == "exit":
+                    return
+        except httpx.TransportError as e:
+            raise SandboxUnavailable(f"exec stream: connection to the server lost: {e}") from e
+        finally:
+            self.close()
+        if self.result is None:
+            raise ComposeboxError("exec stream: the server ended the stream without an exit event")
+
+    def wait(self) -> ExecResult:
+        """Consume the stream and return the result with the whole output (kept bytes only)."""
+        out: List[bytes] = []
+        err: List[bytes] = []
+        for ev in self:
+            if ev.type == "stdout":
+                out.append(ev.data)
+            elif ev.type == "stderr":
+                err.append(ev.data)
+        assert self.result is not None
+        r = self.result
+        return ExecResult(exit_code=r.exit_code, stdout=b"".join(out), stderr=b"".join(err),
+                          stdout_truncated=r.stdout_truncated, stderr_truncated=r.stderr_truncated,
+                          stdout_bytes=r.stdout_bytes, stderr_bytes=r.stderr_bytes,
+                          duration=r.duration)
+
+    def close(self) -> None:
+        self._response.close()
+
+    def __enter__(self) -> "ExecStream":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class _Heartbeat:
+    """Keeps a lease alive from a daemon thread until stopped."""
+
+    def __init__(self, client: "Client", lease: Lease) -> None:
+        self._client = client
+        self._lease = lease
+        self._stop = threading.Event()
+        self.error: Optional[BaseException] = None
+        self.beats = 0
+        self._thread = threading.Thread(target=self._run, name="composebox-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        interval = max(0.2, self._lease.ttl_seconds / 3.0)
+        while not self._stop.wait(interval):
+            try:
+                self._client._heartbeat_once(self._lease.id)
+                self.beats += 1
+                self.error = None
+            except BaseException as e:  # keep beating: a transient failure must not end the lease
+                self.error = e
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+class Client:
+    """A client of ``composebox serve``.
+
+    ``Client()`` talks to the default socket (or $COMPOSEBOX_SOCKET, or $COMPOSEBOX_URL with
+    $COMPOSEBOX_TOKEN/$COMPOSEBOX_TOKEN_FILE); ``Client(socket=...)`` or
+    ``Client(url="http://127.0.0.1:PORT", token=...)`` name a server; ``Client.spawn()`` starts a
+    private server and stops it on close. Tasks and samples created through the client belong to
+    its lease, which a background thread heartbeats; closing the client closes the lease, which
+    removes them.
+    """
+
+    def __init__(self, socket: Optional[str] = None, *, url: Optional[str] = None,
+                 token: Optional[str] = None, token_file: Optional[str] = None,
+                 lease_ttl: Optional[float] = None, connect_timeout: float = 10.0) -> None:
+        self._endpoint = c.Endpoint(socket=socket, url=url, token=token, token_file=token_file)
+        transport = httpx.HTTPTransport(uds=self._endpoint.socket) if self._endpoint.socket else None
+        # No read timeout: an exec or a sample init takes as long as it takes; the server
+        # enforces the timeouts a caller asks for.
+        self._http = httpx.Client(base_url=self._endpoint.base_url, transport=transport,
+                                  headers=self._endpoint.headers(),
+                                  timeout=httpx.Timeout(None, connect=connect_timeout))
+        self._lease_ttl = lease_ttl
+        self._lease: Optional[Lease] = None
+        self._lease_lock = threading.Lock()
+        self._heartbeat: Optional[_Heartbeat] = None
+        self._server: Optional[c.SpawnedServer] = None
+        self._defaults: Dict[str, str] = {}
+        self._closed = False
+
+    # -- construction and lifetime ---------------------------------------------------------
+
+    @classmethod
+    def spawn(cls, binary: Optional[str] = None, *, args: Optional[List[str]] = None,
+              env: Optional[Mapping[str, str]] = None, start_timeout: float = 60.0,
+              lease_ttl: Optional[float] = None) -> "Client":
+        """Start a private ``composebox serve`` (``binary``, else $COMPOSEBOX_BIN, else
+        ``composebox`` on PATH) on a socket in a private directory, and return a client of it.
+        Closing the client stops the server (SIGTERM, which removes what it still owns)."""
+        server = c.SpawnedServer(binary, args=args, env=env)
+        client = None
+        try:
+            deadline = time.monotonic() + start_timeout
+            while not server.socket_ready():
+                server.check_alive()
+                if c.deadline_passed(deadline):
+                    raise ComposeboxError(f"spawn composebox serve: no socket after {start_timeout:.0f} s: "
+                                          + server.log_tail())
+                time.sleep(0.02)
+            client = cls(socket=server.socket, lease_ttl=lease_ttl)
+            client._server = server
+            client.version()
+            return client
+        except BaseException:
+            if client is not None:
+                client._server = None
+                client.close()
+            server.stop()
+            raise
+
+    @property
+    def server_log(self) -> str:
+        """The spawned server's output so far ("" when the server was not spawned)."""
+        return self._server.log_tail(1 << 20) if self._server else ""
+
+    def close(self) -> None:
+        """Stop the heartbeat, close the lease (the server removes its tasks and samples), and
+        stop a spawned server."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._heartbeat is not None:
+                self._heartbeat.stop()
+            if self._lease is not None:
+                try:
+                    self._request("DELETE", c.lease_path(self._lease.id), what="close lease")
+                except ComposeboxError:
+                    pass
+        finally:
+            self._http.close()
+            if self._server is not None:
+                self._server.stop()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _raise_for(self, response: httpx.Response, what: str) -> None:
+        if response.status_code >= 400:
+            response.read()
+            raise c.decode_error_response(response.status_code, response.content, what)
+
+    def _request(self, method: str, path: str, *, what: str, json_body: Any = None,
+                 params: Optional[Dict[str, Any]] = None, lease: bool = False,
+                 content: Any = None, headers: Optional[Dict[str, str]] = None) -> httpx.Response:
+        h = dict(headers or {})
+        if lease:
+            h[c.LEASE_HEADER] = self.lease().id
+        try:
+            r = self._http.request(method, path, json=json_body, params=params, content=content,
+                                   headers=h)
+        except httpx.TransportError as e:
+            raise SandboxUnavailable(f"{what}: cannot reach composebox serve at "
+                                     f"{self._endpoint.describe()}: {e}") from e
+        self._raise_for(r, what)
+        return r
+
+    def _send_stream(self, method: str, path: str, *, what: str, params: Any = None,
+                     content: Any = None, headers: Optional[Dict[str, str]] = None) -> httpx.Response:
+        req = self._http.build_request(method, path, params=params, content=content, headers=headers)
+        try:
+            r = self._http.send(req, stream=True)
+        except httpx.TransportError as e:
+            raise SandboxUnavailable(f"{what}: cannot reach composebox serve at "
+                                     f"{self._endpoint.describe()}: {e}") from e
+        try:
+            self._raise_for(r, what)
+        except BaseException:
+            r.close()
+            raise
+        return r
+
+    def _heartbeat_once(self, lease_id: str) -> None:
+        self._request("POST", c.lease_path(lease_id, "heartbeat"), what="heartbeat lease")
+
+    def lease(self) -> Lease:
+        """The client's lease, opened (and its heartbeat started) on first use."""
+        with self._lease_lock:
+            if self._lease is None:
+                body = {"ttl_seconds": self._lease_ttl} if self._lease_ttl else None
+                r = self._request("POST", f"{c.API}/leases", what="open lease", json_body=body)
+                self._lease = Lease.from_json(r.json())
+                self._heartbeat = _Heartbeat(self, self._lease)
+            return self._lease
+
+    def _service(self, sample: SampleRef, service: Optional[str]) -> str:
+        if service:
+            return service
+        if isinstance(sample, Sample):
+            return sample.default_service
+        d = self._defaults.get(sample)
+        if d is None:
+            d = self.sample_get(sample).default_service
+        return d
+
+    @staticmethod
+    def _project(sample: SampleRef) -> str:
+        return sample.project if isinstance(sample, Sample) else sample
+
+    def _remember(self, s: Sample) -> Sample:
+        self._defaults[s.project] = s.default_service
+        return s
+
+    # -- server ------------------------------------------------------------------------------
+
+    def version(self) -> Version:
+        return Version.from_json(self._request("GET", f"{c.API}/version", what="version").json())
+
+    def doctor(self) -> DoctorReport:
+        return DoctorReport.from_json(self._request("GET", f"{c.API}/doctor", what="doctor").json())
+
+    def openapi(self) -> Dict[str, Any]:
+        return self._request("GET", f"{c.API}/openapi.json", what="openapi").json()
+
+    def events(self) -> Iterator[Event]:
+        """Lifecycle events from now on, as they happen: the subscription starts when this
+        returns. Close the iterator (or stop iterating and drop it) to end it."""
+        r = self._send_stream("GET", f"{c.API}/events", what="events")
+        return _iter_events(r)
+
+    # -- tasks -------------------------------------------------------------------------------
+
+    def task_init(self, *, name: Optional[str] = None, compose_yaml: Optional[str] = None,
+                  path: Optional[str] = None, **options: Any) -> Task:
+        """Initialise a task from ``compose_yaml`` (text) or ``path`` (a compose file, task
+        directory or Dockerfile on the server's host); neither runs the default image. Other
+        options: files, working_dir, env, pass_env, profiles, policy, default_service,
+        agent_image, image_overrides, prebuilt, ready_timeout."""
+        body = c.task_request(name=name, compose_yaml=compose_yaml, path=path, **options)
+        r = self._request("POST", f"{c.API}/tasks", what="task init", json_body=body, lease=True)
+        return Task.from_json(r.json())
+
+    def task_get(self, task: Union[Task, str]) -> Task:
+        tid = task.id if isinstance(task, Task) else task
+        return Task.from_json(self._request("GET", c.task_path(tid), what="task get").json())
+
+    def task_list(self) -> List[Task]:
+        r = self._request("GET", f"{c.API}/tasks", what="task list")
+        return [Task.from_json(t) for t in r.json().get("tasks") or []]
+
+    def task_cleanup(self, task: Union[Task, str]) -> None:
+        """Remove every sample of the task (detached ones excepted) and forget it."""
+        tid = task.id if isinstance(task, Task) else task
+        self._request("DELETE", c.task_path(tid), what="task cleanup")
+
+    # -- samples -----------------------------------------------------------------------------
+
+    def sample_init(self, task: Union[Task, str], *, id: Optional[str] = None,
+                    metadata: Optional[Mapping[str, Any]] = None,
+                    ready_timeout: Optional[float] = None) -> Sample:
+        """Start a sample of the task and wait until it is ready. ``metadata`` is interpolated
+        as SAMPLE_METADATA_<KEY>."""
+        tid = task.id if isinstance(task, Task) else task
+        body = c.sample_request(id=id, metadata=metadata, ready_timeout=ready_timeout)
+        r = self._request("POST", c.task_path(tid, "samples"), what="sample init",
+                          json_body=body, lease=True)
+        return self._remember(Sample.from_json(r.json()))
+
+    def sample_get(self, sample: SampleRef) -> Sample:
+        r = self._request("GET", c.sample_path(self._project(sample)), what="sample get")
+        return self._remember(Sample.from_json(r.json()))
+
+    def sample_list(self, task: Union[Task, str, None] = None) -> List[Sample]:
+        params = {}
+        if task is not None:
+            params["task"] = task.id if isinstance(task, Task) else task
+        r = self._request("GET", f"{c.API}/samples", what="sample list", params=params)
+        return [Sample.from_json(s) for s in r.json().get("samples") or []]
+
+    def sample_cleanup(self, sample: SampleRef) -> None:
+        """Remove the sample: its containers, networks and volumes."""
+        project = self._project(sample)
+        self._request("DELETE", c.sample_path(project), what="sample cleanup")
+        self._defaults.pop(project, None)
+
+    def sample_detach(self, sample: SampleRef) -> Sample:
+        """Hand the sample over: no lease, task cleanup or server shutdown removes it any more."""
+        r = self._request("POST", c.sample_path(self._project(sample), "detach"), what="sample detach")
+        return Sample.from_json(r.json())
+
+    def sandboxes(self, sample: SampleRef) -> List[SandboxInfo]:
+        r = self._request("GET", c.sample_path(self._project(sample), "sandboxes"), what="sandboxes")
+        return [SandboxInfo.from_json(s) for s in r.json().get("sandboxes") or []]
+
+    # -- exec --------------------------------------------------------------------------------
+
+    def exec(self, sample: SampleRef, cmd: List[str], *, service: Optional[str] = None,
+             input: Optional[Union[bytes, str]] = None, cwd: Optional[str] = None,
+             env: Optional[Mapping[str, str]] = None, user: Optional[str] = None,
+             timeout: Optional[float] = None, output_limit: Optional[int] = None,
+             strict_limit: bool = False) -> ExecResult:
+        """Run ``cmd`` (an argv; no implicit shell) in the service (default: the sample's default
+        one) and wait for it. A timeout raises :class:`~composebox.errors.Timeout` (a
+        TimeoutError) whose ``result`` holds the partial output."""
+        svc = self._service(sample, service)
+        body = c.with_input(c.exec_request(cmd, cwd=cwd, env=env, user=user, timeout=timeout,
+                                           output_limit=output_limit, strict_limit=strict_limit),
+                            input)
+        r = self._request("POST", c.sandbox_path(self._project(sample), svc, "exec"),
+                          what=f"exec in {svc}", json_body=body)
+        return ExecResult.from_json(r.json())
+
+    def exec_stream(self, sample: SampleRef, cmd: List[str], *, service: Optional[str] = None,
+                    input: Optional[c.Data] = None, cwd: Optional[str] = None,
+                    env: Optional[Mapping[str, str]] = None, user: Optional[str] = None,
+                    timeout: Optional[float] = None, output_limit: Optional[int] = None,
+                    strict_limit: bool = False) -> ExecStream:
+        """Start ``cmd`` and return an :class:`ExecStream` of its output events. ``input`` (bytes,
+        str, a file object or an iterable of chunks) is streamed to the server as stdin."""
+        svc = self._service(sample, service)
+        head = c.stream_request_head(c.exec_request(
+            cmd, cwd=cwd, env=env, user=user, timeout=timeout, output_limit=output_limit,
+            strict_limit=strict_limit))
+        content = itertools.chain([head], c.sync_chunks(input) if input is not None else [])
+        r = self._send_stream("POST", c.sandbox_path(self._project(sample), svc, "exec", "stream"),
+                              what=f"exec stream in {svc}", content=content,
+                              headers={"Content-Type": "application/octet-stream"})
+        return ExecStream(r)
+
+    # -- files -------------------------------------------------------------------------------
+
+    def read_file_stream(self, sample: SampleRef, path: str, *, service: Optional[str] = None,
+                         limit: Optional[int] = None, chunk_size: int = c.CHUNK) -> Iterator[bytes]:
+        """The file's bytes as chunks, streamed (nothing is held in memory). Errors:
+        NotFound, IsADirectory, PermissionDenied, OutputLimitExceeded (past ``limit`` bytes,
+        default and at most 100 MiB)."""
+        svc = self._service(sample, service)
+        what = f"read {path} in {svc}"
+        r = self._send_stream("GET", c.sandbox_path(self._project(sample), svc, "files"),
+                              what=what, params=c.read_params(path, limit))
+        return _iter_body(r, chunk_size, what, limit)
+
+    def read_file(self, sample: SampleRef, path: str, *, service: Optional[str] = None,
+                  limit: Optional[int] = None) -> bytes:
+        """The file's bytes (at most ``limit``, default and maximum 100 MiB)."""
+        return b"".join(self.read_file_stream(sample, path, service=service, limit=limit))
+
+    def read_text(self, sample: SampleRef, path: str, **kw: Any) -> str:
+        """The file as UTF-8 text (UnicodeDecodeError when it is not), newlines kept as they are."""
+        return self.read_file(sample, path, **kw).decode("utf-8")
+
+    def write_file(self, sample: SampleRef, path: str, data: c.Data, *,
+                   service: Optional[str] = None) -> None:
+        """Create or replace the file (creating missing parents) as the sandbox's user. ``data``
+        is bytes, str (UTF-8), a file object or an iterable of chunks; it is streamed."""
+        svc = self._service(sample, service)
+        content = c.to_bytes(data) if isinstance(data, (bytes, bytearray, memoryview, str)) \
+            else c.sync_chunks(data)
+        self._request("PUT", c.sandbox_path(self._project(sample), svc, "files"),
+                      what=f"write {path} in {svc}", params={"path": path}, content=content,
+                      headers={"Content-Type": "application/octet-stream"})
+
+    def read_dir_tar(self, sample: SampleRef, path: str, *,
+                     service: Optional[str] = None) -> Iterator[bytes]:
+        """The directory's contents as a tar stream (chunks)."""
+        svc = self._service(sample, service)
+        r = self._send_stream("GET", c.sandbox_path(self._project(sample), svc, "dirs"),
+                              what=f"read dir {path} in {svc}", params={"path": path})
+        return _iter_body(r, c.CHUNK, f"read dir {path} in {svc}", None)
+
+    def write_dir_tar(self, sample: SampleRef, path: str, tar: c.Data, *,
+                      service: Optional[str] = None) -> None:
+        """Extract a tar archive (bytes, file object or chunks; streamed) into the directory."""
+        svc = self._service(sample, service)
+        content = c.to_bytes(tar) if isinstance(tar, (bytes, bytearray, memoryview)) \
+            else c.sync_chunks(tar)
+        self._request("PUT", c.sandbox_path(self._project(sample), svc, "dirs"),
+                      what=f"write dir {path} in {svc}", params={"path": path}, content=content,
+                      headers={"Content-Type": "application/x-tar"})
+
+    def connection(self, sample: SampleRef, *, service: Optional[str] = None) -> Connection:
+        svc = self._service(sample, service)
+        r = self._request("GET", c.sandbox_path(self._project(sample), svc, "connection"),
+                          what=f"connection to {svc}")
+        return Connection.from_json(r.json())
+
+
+def _iter_body(r: httpx.Response, chunk_size: int, what: str,
+               limit: Optional[int]) -> Iterator[bytes]:
+    counter = c.LimitCounter(what, limit)
+    try:
+        for chunk in r.iter_bytes(chunk_size):
+            counter.add(len(chunk))
+            yield chunk
+    except httpx.TransportError as e:
+        raise c.cut_short(what, e) from e
+    finally:
+        r.close()
+
+
+def _iter_events(r: httpx.Response) -> Iterator[Event]:
+    try:
+        for line in r.iter_lines():
+            if line.strip():
+                yield Event.from_json(json.loads(line))
+    finally:
+        r.close()
