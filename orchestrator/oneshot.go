@@ -20,8 +20,7 @@ type RunOptions struct {
 	// Timeout, when positive, kills the command (and every process it started) once it
 	// passes: Run returns ErrTimeout with the partial output, and the container is removed.
 	Timeout time.Duration
-	// Stdin is written to the command. With Stdin, the output is not streamed to Stdout and
-	// Stderr but written there when the command ends.
+	// Stdin is written to the command.
 	Stdin []byte
 	// Cwd, User and OutputLimit are as in ExecRequest.
 	Cwd         string
@@ -70,27 +69,9 @@ func (o *Orchestrator) Run(ctx context.Context, spec ContainerSpec, cmd []string
 			}
 		}
 	}()
-	req := ExecRequest{Cmd: cmd, Stdin: opts.Stdin, Cwd: opts.Cwd, User: opts.User, Timeout: opts.Timeout, OutputLimit: opts.OutputLimit}
-	streaming := (opts.Stdout != nil || opts.Stderr != nil) && len(opts.Stdin) == 0
-	if !streaming {
-		r, err := s.Exec(ctx, req)
-		res.ExecResult = resultOf(r, err)
-		writeTo(opts.Stdout, res.Stdout)
-		writeTo(opts.Stderr, res.Stderr)
-		return res, err
-	}
-	p, err := s.Start(ctx, req)
-	if err != nil {
-		return res, err
-	}
-	for ev := range p.Events() {
-		if ev.Stream == StreamStderr {
-			writeTo(opts.Stderr, ev.Data)
-		} else {
-			writeTo(opts.Stdout, ev.Data)
-		}
-	}
-	r, err := p.Wait()
+	// The writers get the output as it arrives, every byte of it; the result keeps the tail.
+	req := ExecRequest{Cmd: cmd, Stdin: opts.Stdin, Cwd: opts.Cwd, User: opts.User, Timeout: opts.Timeout, OutputLimit: opts.OutputLimit, Stdout: opts.Stdout, Stderr: opts.Stderr}
+	r, err := s.Exec(ctx, req)
 	res.ExecResult = resultOf(r, err)
 	return res, err
 }
@@ -102,10 +83,4 @@ func resultOf(r ExecResult, err error) ExecResult {
 		return ee.Result
 	}
 	return r
-}
-
-func writeTo(w io.Writer, b []byte) {
-	if w != nil && len(b) > 0 {
-		_, _ = w.Write(b)
-	}
 }

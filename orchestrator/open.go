@@ -11,33 +11,84 @@ import (
 	"github.com/composebox/composebox/cleanup"
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/lifecycle/sandboxio"
 )
 
 // Open returns the sandboxes of a live sample started by any process (`composebox up`, say),
-// found from labels alone: its running services, the default one first. A project with no
-// running container is ErrNotFound. The result is for exec and file calls; its Cleanup removes
-// the project.
+// found from labels alone: its running services, the default one first. The default service
+// is the one composebox marked with its label when the sample started; for a project started
+// otherwise, the service named "default", else the first by name.
+//
+// A project with no container at all is ErrNotFound. One whose containers exist but whose
+// default service does not run (it was killed, crashed or stopped) is ErrUnavailable, with
+// each stopped container's state, exit code, OOM flag and log tail. The result is for exec
+// and file calls; its Cleanup removes the project.
 func (o *Orchestrator) Open(ctx context.Context, project string) (*Sample, error) {
-	list, err := o.client.ContainerList(ctx, container.ListOptions{Filters: cleanup.ProjectFilter(project)})
+	list, err := o.client.ContainerList(ctx, container.ListOptions{All: true, Filters: cleanup.ProjectFilter(project)})
 	if err != nil {
-		return nil, fmt.Errorf("open %s: list containers: %w", project, err)
+		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, fmt.Sprintf("open %s: list containers", project))
 	}
 	if len(list) == 0 {
-		return nil, errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("open %s: no running composebox sample by that name (see `composebox ls`)", project))
+		return nil, errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("open %s: no composebox sample by that name (see `composebox ls`)", project))
 	}
-	s := &Sample{o: o, project: project, id: list[0].Labels[labels.LabelSample]}
+	s := &Sample{o: o, project: project, id: list[0].Labels[labels.LabelSample], calls: newCalls()}
+	// The default service by its label, whether its container runs or not: a dead default
+	// makes the sample unavailable, never another service its default.
+	defaultService := ""
 	for _, c := range list {
+		if c.Labels[labels.LabelDefaultService] == "true" {
+			defaultService = c.Labels[labels.ComposeServiceLabel]
+		}
+	}
+	var dead []string
+	for _, c := range list {
+		service := c.Labels[labels.ComposeServiceLabel]
+		if c.State != "running" {
+			d, derr := sandboxio.Diagnose(ctx, sandboxio.Target{Client: o.client, Container: c.ID, Service: service})
+			if derr != nil {
+				d = sandboxio.Diagnosis{Container: c.ID, Name: strings.TrimPrefix(firstName(c.Names), "/"), Status: c.State, LogTail: "(diagnosis failed: " + derr.Error() + ")"}
+			}
+			s.markStopped(service, d)
+			dead = append(dead, service+": "+d.String())
+			continue
+		}
 		info, err := o.client.ContainerInspect(ctx, c.ID)
 		if err != nil {
-			return nil, fmt.Errorf("open %s: inspect %s: %w", project, c.ID[:12], err)
+			return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, fmt.Sprintf("open %s: inspect %s", project, c.ID[:12]))
+		}
+		if info.State == nil || !info.State.Running {
+			d, _ := sandboxio.Diagnose(ctx, sandboxio.Target{Client: o.client, Container: c.ID, Service: service})
+			s.markStopped(service, d)
+			dead = append(dead, service+": "+d.String())
+			continue
 		}
 		wd := info.Config.WorkingDir
 		if wd == "" {
 			wd = "/"
 		}
-		service := c.Labels[labels.ComposeServiceLabel]
-		isDefault := c.Labels[labels.LabelDefaultService] == "true"
-		s.sandboxes = append(s.sandboxes, o.newSandbox(project, service, c.ID, strings.TrimPrefix(info.Name, "/"), wd, info.Config.User, isDefault))
+		s.sandboxes = append(s.sandboxes, o.newSandbox(s, service, c.ID, strings.TrimPrefix(info.Name, "/"), wd, info.Config.User, service == defaultService))
+	}
+	slices.Sort(dead)
+	if defaultService != "" {
+		if st, ok := s.stopped[defaultService]; ok {
+			return nil, errdefs.New(errdefs.ErrUnavailable, fmt.Sprintf("open %s: default service %s is not running: %s", project, defaultService, st.diagnosis))
+		}
+	}
+	if len(s.sandboxes) == 0 {
+		return nil, errdefs.New(errdefs.ErrUnavailable, fmt.Sprintf("open %s: no service is running: %s", project, strings.Join(dead, "; ")))
+	}
+	if defaultService == "" {
+		// A sample started by something other than composebox: the service named "default",
+		// else the first by name.
+		defaultService = slices.MinFunc(s.sandboxes, func(a, b *Sandbox) int { return strings.Compare(a.service, b.service) }).service
+		for _, sb := range s.sandboxes {
+			if sb.service == "default" {
+				defaultService = sb.service
+			}
+		}
+		for _, sb := range s.sandboxes {
+			sb.isDefault = sb.service == defaultService
+		}
 	}
 	slices.SortFunc(s.sandboxes, func(a, b *Sandbox) int {
 		if a.isDefault != b.isDefault {
@@ -48,14 +99,12 @@ func (o *Orchestrator) Open(ctx context.Context, project string) (*Sample, error
 		}
 		return strings.Compare(a.service, b.service)
 	})
-	if !s.sandboxes[0].isDefault && len(s.sandboxes) > 1 {
-		// A sample started by something other than composebox: fall back to the contract's rule.
-		for i, sb := range s.sandboxes {
-			if sb.service == "default" {
-				s.sandboxes[0], s.sandboxes[i] = s.sandboxes[i], s.sandboxes[0]
-			}
-		}
-	}
-	s.sandboxes[0].isDefault = true
 	return s, nil
+}
+
+func firstName(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return names[0]
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/composebox/composebox/compose"
 	cbxerr "github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/lifecycle"
+	"github.com/composebox/composebox/lifecycle/sandboxio"
 )
 
 // SampleSpec configures one sample. The zero value is a sample with a random id.
@@ -44,9 +45,20 @@ type Sample struct {
 	project   string
 	sandboxes []*Sandbox
 	created   time.Time
+	// calls are the exec and file calls in flight on the sandboxes, stopped by Cleanup.
+	calls *calls
+	// stopped maps the services whose containers exist but do not run to those containers.
+	stopped map[string]stoppedService
 
-	cleanupOnce sync.Once
-	cleanupErr  error
+	// cleanupMu serialises Cleanup calls; cleaned is set once one succeeded.
+	cleanupMu sync.Mutex
+	cleaned   bool
+}
+
+// stoppedService is a service whose container exists but does not run: a one-shot service
+// that finished, or one that died.
+type stoppedService struct {
+	diagnosis sandboxio.Diagnosis
 }
 
 // ID is the sample's id; Project its compose project name (cbx-<task>-<shortid>).
@@ -59,12 +71,17 @@ func (s *Sample) Sandboxes() []*Sandbox { return append([]*Sandbox(nil), s.sandb
 // Default is the default service's sandbox.
 func (s *Sample) Default() *Sandbox { return s.sandboxes[0] }
 
-// Sandbox returns the named service's sandbox; an unknown service is ErrNotFound.
+// Sandbox returns the named service's sandbox. A service whose container exists but does
+// not run (a one-shot service that finished, one that died) is ErrUnavailable, with its
+// state, exit code, OOM flag and log tail as last seen; an unknown service is ErrNotFound.
 func (s *Sample) Sandbox(service string) (*Sandbox, error) {
 	for _, sb := range s.sandboxes {
 		if sb.service == service {
 			return sb, nil
 		}
+	}
+	if st, ok := s.stopped[service]; ok {
+		return nil, cbxerr.New(cbxerr.ErrUnavailable, fmt.Sprintf("sandbox %s in %s: %s", service, s.project, st.diagnosis))
 	}
 	names := make([]string, len(s.sandboxes))
 	for i, sb := range s.sandboxes {
@@ -80,6 +97,11 @@ func (s *Sample) Sandbox(service string) (*Sandbox, error) {
 // every service that was not ready, with its state, exit code, health output and log tail.
 func (t *Task) SampleInit(ctx context.Context, spec SampleSpec) (*Sample, error) {
 	start := time.Now()
+	ctx, leave, err := t.enter(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sample init: %w", err)
+	}
+	defer leave()
 	slot, err := t.o.starts.acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sample init %s: %w", t.name, err)
@@ -93,21 +115,25 @@ func (t *Task) SampleInit(ctx context.Context, spec SampleSpec) (*Sample, error)
 	if id == "" {
 		id = short
 	}
-	s := &Sample{o: t.o, task: t, id: id, project: compose.ProjectName(t.name, short), created: start}
+	s := &Sample{o: t.o, task: t, id: id, project: compose.ProjectName(t.name, short), created: start, calls: newCalls()}
 	p, err := t.sampleProject(ctx, s, spec)
 	if err != nil {
-		return nil, fmt.Errorf("sample init %s: %w", s.project, err)
+		return nil, fmt.Errorf("sample init %s: %w", s.project, engineLost(err))
 	}
 	if err := t.register(s); err != nil {
 		return nil, err
 	}
 	if err := t.o.track(s); err != nil {
 		t.unregister(s)
-		return nil, fmt.Errorf("sample init %s: %w", s.project, err)
+		return nil, fmt.Errorf("sample init %s: %w", s.project, engineLost(err))
 	}
 	fail := func(err error) (*Sample, error) {
 		// Before the teardown: removing a failed sample is not a start.
 		slot.release(outcomeOf(err))
+		err = engineLost(err)
+		if ctx.Err() != nil && t.life.Err() != nil {
+			err = cbxerr.Wrap(cbxerr.ErrUnavailable, err, fmt.Sprintf("task %s is being cleaned up", t.name))
+		}
 		err = fmt.Errorf("sample init %s: %w", s.project, err)
 		t.o.emit(Event{Kind: EventSampleFailed, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start), Err: err})
 		if !spec.KeepOnFailure {
@@ -149,10 +175,15 @@ func (t *Task) SampleInit(ctx context.Context, spec SampleSpec) (*Sample, error)
 	}
 	for _, name := range order {
 		st, ok := byName[name]
-		if !ok || st.State != "running" {
-			continue // a one-shot service that finished: nothing to exec into
+		if !ok {
+			continue
 		}
-		s.sandboxes = append(s.sandboxes, t.o.newSandbox(s.project, name, st.ContainerID, st.Container, st.WorkingDir, st.User, name == t.defaultService))
+		if st.State != "running" {
+			// A one-shot service that finished: nothing to exec into.
+			s.markStopped(name, sandboxio.Diagnosis{Container: st.ContainerID, Name: st.Container, Status: st.State, ExitCode: st.ExitCode, OOMKilled: st.OOMKilled, LogTail: st.Logs})
+			continue
+		}
+		s.sandboxes = append(s.sandboxes, t.o.newSandbox(s, name, st.ContainerID, st.Container, st.WorkingDir, st.User, name == t.defaultService))
 	}
 	if len(s.sandboxes) == 0 || !s.sandboxes[0].isDefault {
 		return fail(cbxerr.New(cbxerr.ErrUnavailable, fmt.Sprintf("default service %s is not running", t.defaultService)))
@@ -247,35 +278,63 @@ func (t *Task) unregister(s *Sample) {
 	t.mu.Unlock()
 }
 
-// Cleanup removes the sample's containers, networks and volumes. It is idempotent, and runs
-// on a detached context with its own deadline, so it works after ctx is cancelled.
-func (s *Sample) Cleanup(ctx context.Context) error {
-	s.cleanupOnce.Do(func() {
-		start := time.Now()
-		dctx, cancel := teardownContext(ctx)
-		defer cancel()
-		// The slot wait is bounded by the teardown's deadline, not by ctx: see teardownContext.
-		slot, err := s.o.teardowns.acquire(dctx)
-		if err == nil {
-			_, err = s.o.engine.Down(dctx, s.project, lifecycle.DownOptions{})
-			slot.release(neutral)
-		}
-		// The directory the sample bound goes with it; a missing one is nothing to do.
-		if rerr := os.RemoveAll(s.o.sampleDir(s.project)); rerr != nil {
-			err = multierror.Append(err, fmt.Errorf("remove the sample's directory: %w", rerr))
-		}
-		if err != nil {
-			s.cleanupErr = fmt.Errorf("sample cleanup %s: %w", s.project, err)
-		}
-		task := ""
-		if s.task != nil {
-			if s.cleanupErr == nil {
-				s.o.untrack(s)
-			}
+// Cleanup stops the commands still running in the sample, then removes its containers,
+// networks and volumes. It runs on a context of its own, detached from ctx and bounded by
+// opts' Timeout (default 2 minutes), so it works after ctx is cancelled. A Cleanup that
+// failed is retried by the next call; after one that succeeded, calls do nothing.
+func (s *Sample) Cleanup(ctx context.Context, opts ...CleanupOptions) error {
+	dctx, cancel := teardownContext(ctx, opts...)
+	defer cancel()
+	return s.cleanup(dctx)
+}
+
+// cleanup is Cleanup on a teardown context.
+func (s *Sample) cleanup(dctx context.Context) error {
+	s.cleanupMu.Lock()
+	defer s.cleanupMu.Unlock()
+	if s.cleaned {
+		return nil
+	}
+	start := time.Now()
+	var errs *multierror.Error
+	if err := s.calls.stop(dctx); err != nil {
+		errs = multierror.Append(errs, err)
+	}
+	// The slot wait is bounded by the teardown's deadline, not by ctx: see teardownContext.
+	slot, err := s.o.teardowns.acquire(dctx)
+	if err == nil {
+		_, err = s.o.engine.Down(dctx, s.project, lifecycle.DownOptions{})
+		slot.release(neutral)
+	}
+	if err != nil {
+		errs = multierror.Append(errs, err)
+	}
+	// The directory the sample bound goes with it; a missing one is nothing to do.
+	if rerr := os.RemoveAll(s.o.sampleDir(s.project)); rerr != nil {
+		errs = multierror.Append(errs, fmt.Errorf("remove the sample's directory: %w", rerr))
+	}
+	var cleanupErr error
+	if err := errs.ErrorOrNil(); err != nil {
+		cleanupErr = fmt.Errorf("sample cleanup %s: %w", s.project, engineLost(err))
+	}
+	task := ""
+	if s.task != nil {
+		task = s.task.name
+		if cleanupErr == nil {
+			// A sample whose teardown failed stays the task's, so that Task.Cleanup retries it.
+			s.o.untrack(s)
 			s.task.unregister(s)
-			task = s.task.name
 		}
-		s.o.emit(Event{Kind: EventSampleRemoved, Task: task, Sample: s.id, Project: s.project, Duration: time.Since(start), Err: s.cleanupErr})
-	})
-	return s.cleanupErr
+	}
+	s.cleaned = cleanupErr == nil
+	s.o.emit(Event{Kind: EventSampleRemoved, Task: task, Sample: s.id, Project: s.project, Duration: time.Since(start), Err: cleanupErr})
+	return cleanupErr
+}
+
+// markStopped records a service whose container exists but does not run.
+func (s *Sample) markStopped(service string, d sandboxio.Diagnosis) {
+	if s.stopped == nil {
+		s.stopped = map[string]stoppedService{}
+	}
+	s.stopped[service] = stoppedService{diagnosis: d}
 }

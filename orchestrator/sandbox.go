@@ -50,11 +50,13 @@ type Sandbox struct {
 	target    sandboxio.Target
 	// execs bounds exec and file calls orchestrator-wide (nil: unbounded).
 	execs *gate
+	// calls are the calls in flight on the sample's sandboxes, which its cleanup stops.
+	calls *calls
 }
 
-func (o *Orchestrator) newSandbox(project, service, containerID, name, workingDir, user string, isDefault bool) *Sandbox {
+func (o *Orchestrator) newSandbox(s *Sample, service, containerID, name, workingDir, user string, isDefault bool) *Sandbox {
 	return &Sandbox{
-		project: project, service: service, container: name, isDefault: isDefault, execs: o.execs,
+		project: s.project, service: service, container: name, isDefault: isDefault, execs: o.execs, calls: s.calls,
 		// The raw client, not the engine's retrying one: an exec is never retried implicitly.
 		target: sandboxio.Target{Client: o.client, Container: containerID, Service: service, WorkingDir: workingDir, User: user},
 	}
@@ -85,30 +87,31 @@ func (b *Sandbox) IsDefault() bool { return b.isDefault }
 // process it started are killed inside the container, and the error is ErrTimeout with the
 // partial output in its *ExecError. A stopped or removed container is ErrUnavailable.
 func (b *Sandbox) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
-	release, err := b.execSlot(ctx, "exec", "")
+	ctx, end, err := b.begin(ctx, execOp(req.Cmd), "")
 	if err != nil {
 		return ExecResult{}, err
 	}
-	defer release()
+	defer end()
 	return sandboxio.Exec(ctx, b.target, req)
 }
 
 // ExecStream starts req and returns at once; its Events arrive as the command writes them.
-// Cancelling ctx or calling Kill kills the command like a timeout. Stdin is not supported.
+// Cancelling ctx or calling Kill kills the command like a timeout. An unread stream never
+// blocks the command: Events drops what its buffer cannot hold (see StreamEvent.Dropped),
+// and Wait's result keeps the tail of each stream, as Exec's does.
 func (b *Sandbox) ExecStream(ctx context.Context, req ExecRequest) (*Process, error) {
-	release, err := b.execSlot(ctx, "exec", "")
+	ctx, end, err := b.begin(ctx, execOp(req.Cmd), "")
 	if err != nil {
 		return nil, err
 	}
 	p, err := sandboxio.ExecStream(ctx, b.target, req)
 	if err != nil {
-		release()
+		end()
 		return nil, err
 	}
-	if b.execs != nil {
-		// The slot is the command's until it ends, not until ExecStream returns.
-		go func() { <-p.Done(); release() }()
-	}
+	// The slot and the registration are the command's until it ends, not until ExecStream
+	// returns; the command always ends (an unread stream never blocks it).
+	go func() { <-p.Done(); end() }()
 	return p, nil
 }
 
@@ -116,25 +119,25 @@ func (b *Sandbox) ExecStream(ctx context.Context, req ExecRequest) (*Process, er
 // ErrOutputLimit, enforced while streaming). A relative path resolves against WorkingDir.
 // Errors carry the path: ErrNotFound, ErrIsDirectory, ErrPermission, ErrOutputLimit.
 func (b *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
-	release, err := b.execSlot(ctx, "read", path)
+	ctx, end, err := b.begin(ctx, "read", path)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
+	defer end()
 	return sandboxio.ReadFile(ctx, b.target, path, DefaultReadLimit)
 }
 
 // ReadFileTo streams the file to w, holding no copy of it, and returns the bytes written.
-// limit <= 0 means DefaultReadLimit.
+// limit <= 0 means DefaultReadLimit. A w that blocks does not hold the call past ctx.
 func (b *Sandbox) ReadFileTo(ctx context.Context, path string, w io.Writer, limit int64) (int64, error) {
 	if limit <= 0 {
 		limit = DefaultReadLimit
 	}
-	release, err := b.execSlot(ctx, "read", path)
+	ctx, end, err := b.begin(ctx, "read", path)
 	if err != nil {
 		return 0, err
 	}
-	defer release()
+	defer end()
 	return sandboxio.ReadFileTo(ctx, b.target, path, w, limit)
 }
 
@@ -142,22 +145,50 @@ func (b *Sandbox) ReadFileTo(ctx context.Context, path string, w io.Writer, limi
 // sandbox's user (so the file is owned by that user, and a non-root user gets ErrPermission
 // where it may not write).
 func (b *Sandbox) WriteFile(ctx context.Context, path string, data []byte) error {
-	release, err := b.execSlot(ctx, "write", path)
+	ctx, end, err := b.begin(ctx, "write", path)
 	if err != nil {
 		return err
 	}
-	defer release()
+	defer end()
 	return sandboxio.WriteFile(ctx, b.target, path, data)
 }
 
-// WriteFileFrom is WriteFile streaming size bytes from r.
+// WriteFileFrom is WriteFile streaming size bytes from r. An r that blocks does not hold the
+// call past ctx.
 func (b *Sandbox) WriteFileFrom(ctx context.Context, path string, r io.Reader, size int64) error {
-	release, err := b.execSlot(ctx, "write", path)
+	ctx, end, err := b.begin(ctx, "write", path)
 	if err != nil {
 		return err
 	}
-	defer release()
+	defer end()
 	return sandboxio.WriteFileFrom(ctx, b.target, path, r, size)
+}
+
+// begin admits one call: it registers it with the sample, whose cleanup then stops it, and
+// takes an exec slot when execs are bounded. end releases both.
+func (b *Sandbox) begin(ctx context.Context, op, path string) (context.Context, func(), error) {
+	end := noRelease
+	if b.calls != nil {
+		cctx, done, err := b.calls.enter(ctx, strings.TrimSpace(op+" "+path), b.project)
+		if err != nil {
+			return nil, nil, err
+		}
+		ctx, end = cctx, done
+	}
+	release, err := b.execSlot(ctx, op, path)
+	if err != nil {
+		end()
+		return nil, nil, err
+	}
+	return ctx, func() { release(); end() }, nil
+}
+
+// execOp names an exec in error messages by its argv[0].
+func execOp(cmd []string) string {
+	if len(cmd) == 0 {
+		return "exec"
+	}
+	return "exec " + cmd[0]
 }
 
 // Port is a published port, as Connection reports it.

@@ -50,8 +50,9 @@ type Session struct {
 	closed bool
 	last   *Process // the latest command started with Start
 
-	cleanupOnce sync.Once
-	cleanupErr  error
+	// cleanupMu serialises Cleanup calls; cleaned is set once one succeeded.
+	cleanupMu sync.Mutex
+	cleaned   bool
 }
 
 // Spawn starts a session: it turns spec into a one-service project, checks it (a dangerous
@@ -237,26 +238,34 @@ func (s *Session) WriteFile(ctx context.Context, path string, data []byte) error
 	return s.sandbox.WriteFile(ctx, path, data)
 }
 
-// Cleanup kills the running command, removes the container and forgets the task. It is
-// final and idempotent, and runs on a detached context with its own deadline, so it works
-// after ctx is cancelled.
-func (s *Session) Cleanup(ctx context.Context) error {
-	s.cleanupOnce.Do(func() {
-		s.mu.Lock()
-		s.closed = true
-		s.mu.Unlock()
-		var errs *multierror.Error
-		if err := s.sample.Cleanup(ctx); err != nil {
-			errs = multierror.Append(errs, err)
-		}
-		if err := s.task.Cleanup(ctx); err != nil {
-			errs = multierror.Append(errs, err)
-		}
-		if err := errs.ErrorOrNil(); err != nil {
-			s.cleanupErr = fmt.Errorf("cleanup session %s: %w", s.sample.Project(), err)
-		}
-	})
-	return s.cleanupErr
+// Cleanup kills every command still running in the session, removes the container and
+// forgets the task. It is final: afterwards every call fails with ErrUnavailable. It runs on a
+// context of its own, detached from ctx and bounded by opts' Timeout (default 2 minutes), so
+// it works after ctx is cancelled. A Cleanup that failed is retried by the next call; after
+// one that succeeded, calls do nothing.
+func (s *Session) Cleanup(ctx context.Context, opts ...CleanupOptions) error {
+	s.cleanupMu.Lock()
+	defer s.cleanupMu.Unlock()
+	if s.cleaned {
+		return nil
+	}
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	dctx, cancel := teardownContext(ctx, opts...)
+	defer cancel()
+	var errs *multierror.Error
+	if err := s.sample.cleanup(dctx); err != nil {
+		errs = multierror.Append(errs, err)
+	}
+	if err := s.task.cleanup(dctx); err != nil {
+		errs = multierror.Append(errs, err)
+	}
+	if err := errs.ErrorOrNil(); err != nil {
+		return fmt.Errorf("cleanup session %s: %w", s.sample.Project(), err)
+	}
+	s.cleaned = true
+	return nil
 }
 
 // sessionOp names an exec in error messages by its argv[0].

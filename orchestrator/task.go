@@ -91,6 +91,15 @@ type Task struct {
 	// adaptedOnce is set once the first sample's adaptations were logged as warnings.
 	adaptedOnce atomic.Bool
 
+	// life ends when Cleanup starts, which cancels the SampleInits in flight; inflight counts
+	// them, so that Cleanup removes what they created only once they have returned.
+	life     context.Context
+	stopLife context.CancelFunc
+	inflight sync.WaitGroup
+	// cleanupMu serialises Cleanup calls; cleaned is set once one succeeded.
+	cleanupMu sync.Mutex
+	cleaned   bool
+
 	mu      sync.Mutex
 	samples map[string]*Sample
 	// projects is every project name this task ever registered: Cleanup's sweep by labels
@@ -131,15 +140,18 @@ func (o *Orchestrator) TaskInit(ctx context.Context, spec TaskSpec) (*Task, erro
 		}
 	}
 	t := &Task{o: o, spec: spec, policy: o.cfg.policy, apiVersion: info.APIVersion, samples: map[string]*Sample{}, projects: map[string]bool{}}
+	t.life, t.stopLife = context.WithCancel(context.WithoutCancel(ctx))
 	if spec.Policy != nil {
 		t.policy = *spec.Policy
 	}
 	if t.resolution, err = t.resolve(); err != nil {
+		t.stopLife()
 		t.removePrivateDir()
 		return nil, fmt.Errorf("task init: %w", err)
 	}
 	t.name = taskName(spec, t.resolution)
 	if err := t.init(ctx); err != nil {
+		t.stopLife()
 		t.removePrivateDir()
 		return nil, fmt.Errorf("task init %s: %w", t.name, err)
 	}
@@ -334,27 +346,53 @@ func (t *Task) requireImage(ctx context.Context, ref, why string) error {
 }
 
 // Cleanup removes every sample of the task, including those whose SampleInit was interrupted,
-// found by labels (this task's name, this process's ownership). It runs on a detached context
-// with a deadline, so a cancelled ctx still cleans up. Samples cannot start afterwards.
-func (t *Task) Cleanup(ctx context.Context) error {
+// found by labels (this task's name, this process's ownership). It owns the task's teardown:
+// it first cancels the SampleInits in flight and waits for them, so that nothing they create
+// afterwards escapes it, then removes every sample. Samples cannot start afterwards.
+//
+// It runs on a context of its own, detached from ctx and bounded by opts' Timeout (default 2
+// minutes), so a cancelled ctx still cleans up. A Cleanup that failed is retried by the next
+// call; after one that succeeded, calls do nothing.
+func (t *Task) Cleanup(ctx context.Context, opts ...CleanupOptions) error {
+	dctx, cancel := teardownContext(ctx, opts...)
+	defer cancel()
+	return t.cleanup(dctx)
+}
+
+// cleanup is Cleanup on a teardown context.
+func (t *Task) cleanup(dctx context.Context) error {
+	t.cleanupMu.Lock()
+	defer t.cleanupMu.Unlock()
+	if t.cleaned {
+		return nil
+	}
 	t.mu.Lock()
-	first := !t.closed
 	t.closed = true
+	t.mu.Unlock()
+	t.stopLife()
+
+	var errs *multierror.Error
+	// Every SampleInit in flight was cancelled: wait until each has returned (and torn down
+	// what it had started), so that the removal below sees all it created.
+	starting := make(chan struct{})
+	go func() { t.inflight.Wait(); close(starting) }()
+	select {
+	case <-starting:
+	case <-dctx.Done():
+		errs = multierror.Append(errs, fmt.Errorf("wait for the samples still starting: %w", dctx.Err()))
+	}
+
+	t.mu.Lock()
 	samples := make([]*Sample, 0, len(t.samples))
 	for _, s := range t.samples {
 		samples = append(samples, s)
 	}
 	t.mu.Unlock()
-	if first {
-		defer t.o.endTracking(t.name)
-		defer t.removePrivateDir()
-	}
-	var errs *multierror.Error
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for _, s := range samples {
 		wg.Go(func() {
-			if err := s.Cleanup(ctx); err != nil {
+			if err := s.cleanup(dctx); err != nil {
 				mu.Lock()
 				errs = multierror.Append(errs, err)
 				mu.Unlock()
@@ -362,10 +400,8 @@ func (t *Task) Cleanup(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
-	// Anything the map missed (a sample whose registration raced with a crash of its caller):
-	// sweep by labels, this task's projects only.
-	dctx, cancel := teardownContext(ctx)
-	defer cancel()
+	// Anything the map missed (a sample whose own teardown failed, or whose registration
+	// raced with a crash of its caller): sweep by labels, this task's projects only.
 	// The engine's client retries transient daemon errors, which a teardown must ride out.
 	c := t.o.engine.Client()
 	projects, err := tracking.ProjectsOf(dctx, c, t.name, t.o.owner)
@@ -391,14 +427,28 @@ func (t *Task) Cleanup(ctx context.Context) error {
 		}
 	}
 	if err := errs.ErrorOrNil(); err != nil {
-		return fmt.Errorf("cleanup task %s: %w", t.name, err)
+		return fmt.Errorf("cleanup task %s: %w", t.name, engineLost(err))
 	}
+	t.cleaned = true
+	t.o.endTracking(t.name)
+	t.removePrivateDir()
 	return nil
 }
 
-// teardownTimeout bounds a teardown that runs after its caller gave up.
-const teardownTimeout = 2 * time.Minute
-
-func teardownContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+// enter admits a SampleInit: it fails once the task is cleaned up, and otherwise returns ctx
+// made to end also when Cleanup starts, and the function to call when SampleInit returns.
+func (t *Task) enter(ctx context.Context) (context.Context, func(), error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, nil, cbxerr.New(cbxerr.ErrUnavailable, fmt.Sprintf("task %s is cleaned up", t.name))
+	}
+	t.inflight.Add(1)
+	cctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(t.life, cancel)
+	return cctx, func() {
+		stop()
+		cancel()
+		t.inflight.Done()
+	}, nil
 }

@@ -28,6 +28,7 @@ const workdir = "/workspace"
 func Cases() []Case {
 	var cs []Case
 	cs = append(cs, fileCases()...)
+	cs = append(cs, guaranteeCases()...)
 	cs = append(cs, execCases()...)
 	cs = append(cs, stdinCases()...)
 	cs = append(cs, streamCases()...)
@@ -680,7 +681,7 @@ func streamCases() []Case {
 			waitGone(t, e, "sleep 3161")
 		}},
 		{Name: "stream/unread-events-then-kill", Run: func(t *testing.T, e *Env) {
-			// Nobody reads Events: the command blocks on output, and Kill still ends it.
+			// Nobody reads Events: the command never blocks on them, and Kill ends it.
 			p, err := e.SB.ExecStream(ctxFor(t), sandboxio.ExecRequest{Cmd: []string{"sh", "-c", "exec yes stream-unread-mark"}})
 			if err != nil {
 				t.Fatal(err)

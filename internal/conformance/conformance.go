@@ -10,6 +10,7 @@ package conformance
 
 import (
 	"context"
+	"io"
 	"testing"
 	"time"
 
@@ -23,6 +24,8 @@ type Sandbox interface {
 	ExecStream(ctx context.Context, req sandboxio.ExecRequest) (Process, error)
 	ReadFile(ctx context.Context, path string, limit int64) ([]byte, error)
 	WriteFile(ctx context.Context, path string, data []byte) error
+	WriteFileFrom(ctx context.Context, path string, r io.Reader, size int64) error
+	ReadFileTo(ctx context.Context, path string, w io.Writer, limit int64) (int64, error)
 	// ContainerID lets the suite kill the container underneath the sandbox.
 	ContainerID() string
 }

@@ -2,6 +2,7 @@ package sandboxio_test
 
 import (
 	"context"
+	"io"
 	"testing"
 
 	"github.com/composebox/composebox/internal/conformance"
@@ -30,6 +31,14 @@ func (s sandbox) ReadFile(ctx context.Context, path string, limit int64) ([]byte
 
 func (s sandbox) WriteFile(ctx context.Context, path string, data []byte) error {
 	return sandboxio.WriteFile(ctx, s.t, path, data)
+}
+
+func (s sandbox) WriteFileFrom(ctx context.Context, path string, r io.Reader, size int64) error {
+	return sandboxio.WriteFileFrom(ctx, s.t, path, r, size)
+}
+
+func (s sandbox) ReadFileTo(ctx context.Context, path string, w io.Writer, limit int64) (int64, error) {
+	return sandboxio.ReadFileTo(ctx, s.t, path, w, limit)
 }
 
 func (s sandbox) ContainerID() string { return s.t.Container }

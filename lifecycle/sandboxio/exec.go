@@ -21,8 +21,18 @@ type ExecRequest struct {
 	// Cmd is the argv. There is no implicit shell: use []string{"sh", "-c", script} for one.
 	Cmd []string
 	// Stdin is written to the command while its output is read, so any size works. Empty
-	// means stdin is closed (the command reads EOF at once).
+	// (and no StdinReader) means stdin is closed (the command reads EOF at once).
 	Stdin []byte
+	// StdinReader streams the command's stdin from a reader, as os/exec's Cmd.Stdin does: read
+	// as the command consumes it, until EOF, which closes the command's stdin. A read error
+	// kills the command and fails the call. A read that blocks never holds the call past its
+	// end (timeout, ctx, kill, exit): it is left to finish on its own. Not with Stdin.
+	StdinReader io.Reader
+	// Stdout and Stderr, when set, receive every byte of the stream as the command writes it,
+	// as os/exec's Cmd.Stdout does; the result still keeps the tail (OutputLimit). A writer
+	// that blocks holds the command back (like a full pipe) but never the call past its end;
+	// a writer that fails stops the command and fails the call with its error.
+	Stdout, Stderr io.Writer
 	// Cwd is the working directory. A relative one resolves against Target.WorkingDir with
 	// POSIX rules; "" is Target.WorkingDir (or the container's own default).
 	Cwd string
@@ -92,7 +102,8 @@ func Exec(ctx context.Context, t Target, req ExecRequest) (ExecResult, error) {
 		limit = DefaultOutputLimit
 	}
 	stdout, stderr := newTailBuffer(limit, req.StrictLimit), newTailBuffer(limit, req.StrictLimit)
-	spec.stdout, spec.stderr = stdout, stderr
+	spec.stdout = withSink(stdout, req.Stdout, "stdout", spec.abort)
+	spec.stderr = withSink(stderr, req.Stderr, "stderr", spec.abort)
 	e, err := start(ctx, t, spec, op)
 	if err != nil {
 		return ExecResult{}, err
@@ -135,9 +146,15 @@ func (t Target) execSpec(req ExecRequest, op string) (runSpec, error) {
 	if req.Cwd != "" {
 		cwd = t.Resolve(req.Cwd)
 	}
-	spec := runSpec{cmd: req.Cmd, env: env, user: user, workdir: cwd, timeout: req.Timeout}
-	if len(req.Stdin) > 0 {
+	if len(req.Stdin) > 0 && req.StdinReader != nil {
+		return runSpec{}, errdefs.New(errdefs.ErrInvalidConfig, op+t.in()+": both Stdin and StdinReader are set; use one")
+	}
+	spec := runSpec{cmd: req.Cmd, env: env, user: user, workdir: cwd, timeout: req.Timeout, abort: make(chan struct{})}
+	switch {
+	case len(req.Stdin) > 0:
 		spec.stdin = bytes.NewReader(req.Stdin)
+	case req.StdinReader != nil:
+		spec.stdin = req.StdinReader
 	}
 	return spec, nil
 }
@@ -190,6 +207,10 @@ func (t Target) finish(ctx context.Context, req ExecRequest, op string, o outcom
 		}
 		return fail(fmt.Errorf("%s%s: %w", op, t.in(), ctx.Err()))
 	case endSink:
+		var se *sinkError
+		if errors.As(o.endErr, &se) {
+			return fail(fmt.Errorf("%s%s: %w", op, t.in(), se))
+		}
 		if stdout.Truncated() || stderr.Truncated() {
 			return fail(errdefs.New(errdefs.ErrOutputLimit, fmt.Sprintf("%s%s: output past the %d byte limit", op, t.in(), stdout.limit)))
 		}

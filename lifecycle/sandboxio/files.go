@@ -74,7 +74,8 @@ exec cat >"$f"
 // the way), ErrOutputLimit, ErrUnavailable.
 func ReadFile(ctx context.Context, t Target, p string, limit int64) ([]byte, error) {
 	var buf bytes.Buffer
-	_, err := ReadFileTo(ctx, t, p, &buf, limit)
+	// A buffer never blocks: no guard needed.
+	_, err := readFileTo(ctx, t, p, &buf, limit, false)
 	if err != nil {
 		return nil, err
 	}
@@ -83,8 +84,13 @@ func ReadFile(ctx context.Context, t Target, p string, limit int64) ([]byte, err
 
 // ReadFileTo streams the file at p into w and returns the number of bytes written. Memory
 // use does not depend on the file's size. On ErrOutputLimit, w has received the first limit
-// bytes. Otherwise as ReadFile.
+// bytes. A w that blocks does not hold the call past ctx: the call returns, and the write in
+// progress finishes on its own whenever w lets it. Otherwise as ReadFile.
 func ReadFileTo(ctx context.Context, t Target, p string, w io.Writer, limit int64) (int64, error) {
+	return readFileTo(ctx, t, p, w, limit, true)
+}
+
+func readFileTo(ctx context.Context, t Target, p string, w io.Writer, limit int64, guard bool) (int64, error) {
 	abs := t.Resolve(p)
 	if abs == "" {
 		return 0, t.fileError(errdefs.ErrNotFound, "read", p, "empty path")
@@ -92,16 +98,20 @@ func ReadFileTo(ctx context.Context, t Target, p string, w io.Writer, limit int6
 	if limit == 0 {
 		limit = DefaultReadLimit
 	}
+	abort := make(chan struct{})
+	if guard {
+		w = &guardedWriter{w: w, abort: abort}
+	}
 	lw := &limitWriter{w: w, limit: limit}
 	stderr := newTailBuffer(4096, false)
-	o, err := runFileScript(ctx, t, "read "+abs, readScript, abs, nil, lw, stderr)
+	o, err := runFileScript(ctx, t, "read "+abs, readScript, abs, nil, lw, stderr, abort)
 	if err != nil {
 		return lw.n, err
 	}
 	if lw.over {
 		return lw.n, t.fileError(errdefs.ErrOutputLimit, "read", abs, fmt.Sprintf("larger than the %d byte limit", limit))
 	}
-	if lw.err != nil {
+	if lw.err != nil && !errors.Is(lw.err, errStop) {
 		return lw.n, fmt.Errorf("read %s%s: write: %w", abs, t.in(), lw.err)
 	}
 	return lw.n, fileOutcome(ctx, t, "read", abs, o, stderr)
@@ -121,7 +131,8 @@ func WriteFile(ctx context.Context, t Target, p string, data []byte) error {
 // WriteFileFrom is WriteFile streaming from r: exactly size bytes are read from r (any size
 // when size is negative) and sent as they come, so memory use does not depend on the size. If
 // r fails or ends early, the command writing the file is killed, the call fails, and the file
-// may hold a prefix of the data.
+// may hold a prefix of the data. An r that blocks does not hold the call past ctx: the call
+// returns, and the read in progress finishes on its own whenever r lets it.
 func WriteFileFrom(ctx context.Context, t Target, p string, r io.Reader, size int64) error {
 	abs := t.Resolve(p)
 	if abs == "" {
@@ -135,7 +146,7 @@ func WriteFileFrom(ctx context.Context, t Target, p string, r io.Reader, size in
 		src = &exactReader{r: r, left: size}
 	}
 	stderr := newTailBuffer(4096, false)
-	o, err := runFileScript(ctx, t, "write "+abs, writeScript, abs, src, io.Discard, stderr)
+	o, err := runFileScript(ctx, t, "write "+abs, writeScript, abs, src, io.Discard, stderr, nil)
 	if err != nil {
 		return err
 	}
@@ -146,8 +157,9 @@ func WriteFileFrom(ctx context.Context, t Target, p string, r io.Reader, size in
 }
 
 // runFileScript runs a file script as the target's user.
-func runFileScript(ctx context.Context, t Target, op, script, abs string, stdin io.Reader, stdout, stderr io.Writer) (outcome, error) {
+func runFileScript(ctx context.Context, t Target, op, script, abs string, stdin io.Reader, stdout, stderr io.Writer, abort chan struct{}) (outcome, error) {
 	spec := runSpec{
+		abort:  abort,
 		cmd:    []string{"/bin/sh", "-c", script, "sh", abs},
 		user:   t.User,
 		stdin:  stdin,

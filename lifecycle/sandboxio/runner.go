@@ -11,6 +11,7 @@ import (
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
 	dockererrdefs "github.com/docker/docker/errdefs"
 	"github.com/docker/docker/pkg/stdcopy"
 )
@@ -31,6 +32,10 @@ const (
 	inspectTimeout = 10 * time.Second
 	// stdinChunk is the size of the writes to the exec's stdin.
 	stdinChunk = 32 << 10
+	// feedGrace is how long an exec that ended waits for its stdin source's read in progress
+	// to return. A source that blocks longer is left to its goroutine, which ends when that
+	// read returns: the call itself never waits on it.
+	feedGrace = time.Second
 )
 
 // newTag returns a fresh exec tag. Its length is fixed, so no tag is a prefix of another and
@@ -65,8 +70,9 @@ type runSpec struct {
 	timeout        time.Duration
 	// stop, when closed, kills the command (Process.Kill).
 	stop <-chan struct{}
-	// halt is called once before a kill, so that sinks blocked on a slow consumer give up.
-	halt func()
+	// abort is closed once before a kill, so that the caller's writers blocked on a slow
+	// consumer give up (see guardedWriter). Made by start when nil.
+	abort chan struct{}
 }
 
 // outcome is what happened to one exec.
@@ -97,12 +103,19 @@ type execution struct {
 	begin    time.Time
 	copyDone chan error
 	stdinErr chan error // the stdin source's failure; never the connection's
-	wg       sync.WaitGroup
+	fed      chan struct{}
+	haltOnce sync.Once
 }
+
+// halt closes abort, once.
+func (e *execution) halt() { e.haltOnce.Do(func() { close(e.s.abort) }) }
 
 // start creates and attaches the exec, which starts the command, then starts feeding stdin
 // and reading output concurrently, so that neither side can block the other at any size.
 func start(ctx context.Context, t Target, s runSpec, op string) (*execution, error) {
+	if s.abort == nil {
+		s.abort = make(chan struct{})
+	}
 	e := &execution{t: t, s: s, tag: newTag(), begin: time.Now(), copyDone: make(chan error, 1), stdinErr: make(chan error, 1)}
 	env := make([]string, 0, len(s.env)+1)
 	env = append(env, s.env...)
@@ -126,11 +139,19 @@ func start(ctx context.Context, t Target, s runSpec, op string) (*execution, err
 	}
 	e.out = &holdback{w: s.stdout}
 	if s.stdin != nil {
-		e.wg.Go(e.feed)
+		e.fed = make(chan struct{})
+		go func() { defer close(e.fed); e.feed() }()
 	}
 	go func() {
 		_, err := stdcopy.StdCopy(e.out, s.stderr, e.hr.Reader)
 		e.copyDone <- err
+		if err != nil {
+			// A sink stopped (a limit, a failed or abandoned writer): the rest of the output
+			// is nobody's, but it must still be read until wait closes the connection, since
+			// the engine queues a container's exec exits behind a process whose output is not
+			// read (the kill exec's own exit included).
+			_, _ = io.Copy(io.Discard, e.hr.Reader)
+		}
 	}()
 	return e, nil
 }
@@ -167,7 +188,16 @@ func (e *execution) wait(ctx context.Context, op string) (outcome, error) {
 	var o outcome
 	defer func() {
 		e.hr.Close()
-		e.wg.Wait()
+		if e.fed != nil {
+			// The connection is closed, so the feeder's next write fails; a read of the
+			// stdin source in progress may block forever, and must not hold the call.
+			tm := time.NewTimer(feedGrace)
+			select {
+			case <-e.fed:
+			case <-tm.C:
+			}
+			tm.Stop()
+		}
 	}()
 	var deadline <-chan time.Time
 	if e.s.timeout > 0 {
@@ -208,9 +238,7 @@ func (e *execution) wait(ctx context.Context, op string) (outcome, error) {
 	}
 
 	if o.end != endExited {
-		if e.s.halt != nil {
-			e.s.halt()
-		}
+		e.halt()
 		if copied {
 			// Nobody reads the stream any more. It must not stay open: Docker 20.10 handles
 			// a container's exec exits one at a time, and the exit of a process whose output
@@ -304,12 +332,13 @@ func (e *execution) wait(ctx context.Context, op string) (outcome, error) {
 const containerStopWatch = 3 * time.Second
 
 // stoppedWithin reports whether the target's container is (or, within d, becomes) gone or
-// stopped. An engine error counts as running: the command's own result stands.
+// stopped, or the engine itself is (a daemon that stopped takes its containers with it). Any
+// other engine error counts as running: the command's own result stands.
 func stoppedWithin(ctx context.Context, t Target, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for {
 		running, err := containerRunning(ctx, t)
-		if err == nil && !running {
+		if (err == nil && !running) || client.IsErrConnectionFailed(err) {
 			return true
 		}
 		if err != nil || time.Now().After(deadline) {

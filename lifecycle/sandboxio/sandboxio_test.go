@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -160,6 +161,77 @@ func TestNoGoroutineLeak(t *testing.T) {
 			t.Fatalf("%d goroutines before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
 		}
 		runtime.Gosched()
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// TestAbandonedStreams starts hundreds of streaming execs whose events nobody ever reads,
+// each writing far more than Events buffers. Every one must finish by itself, a normal exec
+// must still work, and nothing (goroutine, connection) may outlive them.
+func TestAbandonedStreams(t *testing.T) {
+	base := newTarget(t, "sandbox")
+	before := runtime.NumGoroutine()
+	c, err := engine.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := base
+	target.Client = c
+	ctx := t.Context()
+	n, parallel := 300, 12
+	if testing.Short() {
+		n = 60
+	}
+	sem := make(chan struct{}, parallel)
+	errs := make(chan error, n)
+	for i := range n {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			p, err := sandboxio.ExecStream(ctx, target, sandboxio.ExecRequest{Cmd: []string{"seq", "1", "40000"}, OutputLimit: 1 << 10})
+			if err != nil {
+				errs <- err
+				return
+			}
+			select {
+			case <-p.Done():
+			case <-time.After(time.Minute):
+				errs <- errors.New("an unread stream did not finish within a minute")
+				_ = p.Kill(context.Background())
+				return
+			}
+			res, err := p.Wait()
+			if err == nil && (!res.StdoutTruncated || res.StdoutBytes != 228894) {
+				err = errors.New("unread stream " + strconv.Itoa(i) + ": want a truncated tail of 228894 bytes")
+			}
+			errs <- err
+		}()
+	}
+	for range parallel {
+		sem <- struct{}{}
+	}
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := sandboxio.Exec(ctx, target, sandboxio.ExecRequest{Cmd: []string{"echo", "still fine"}})
+	if err != nil || res.StdoutText() != "still fine\n" {
+		t.Fatalf("exec after %d abandoned streams: %q %v", n, res.StdoutText(), err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+		}
 		select {
 		case <-time.After(20 * time.Millisecond):
 		case <-ctx.Done():

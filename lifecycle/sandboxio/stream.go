@@ -3,6 +3,7 @@ package sandboxio
 import (
 	"bytes"
 	"context"
+	"io"
 	"sync"
 )
 
@@ -21,10 +22,16 @@ func (k StreamKind) String() string {
 	return "stdout"
 }
 
-// Event is one chunk of output, as the engine delivered it.
+// Event is one chunk of output, as the engine delivered it, or a marker of output Events
+// dropped.
 type Event struct {
 	Stream StreamKind
 	Data   []byte // owned by the receiver
+	// Dropped, when positive, marks a gap: Dropped bytes of Stream were not delivered on
+	// Events, because its reader fell too far behind (Data is then nil). The command never
+	// waits for the reader of Events: the result's tail, and the Stdout and Stderr writers
+	// of the request, still have every byte.
+	Dropped int64
 }
 
 // Process is a command started by ExecStream. Its methods are safe for concurrent use.
@@ -33,25 +40,32 @@ type Process struct {
 	done     chan struct{}
 	stop     chan struct{}
 	stopOnce sync.Once
-	halted   chan struct{}
-	haltOnce sync.Once
+	// dropped counts, per stream, the bytes not delivered on events since its last marker.
+	// Only the output copier touches it (it is the one sender on events).
+	dropped [3]int64
 
 	// Set once before done is closed.
 	res ExecResult
 	err error
 }
 
-// eventBuffer is how many chunks may wait for the reader of Events before the command's
-// output is held back (and the command blocks on a full pipe, as it would on a terminal).
-const eventBuffer = 64
+// eventBuffer is how many chunks may wait for the reader of Events; past that, chunks are
+// dropped from Events (never from the result) rather than holding the command back.
+// markerSlots of them are kept for the markers that say so.
+const (
+	eventBuffer = 64
+	markerSlots = 2
+)
 
 // ExecStream starts req and returns at once; the output arrives on Events as the command
 // writes it. It fails synchronously (ErrUnavailable, ...) when the command cannot be
 // started. Cancelling ctx, or req.Timeout passing, kills the command and every process it
 // started, as Exec does. Wait returns what Exec would have.
 //
-// Read Events until it is closed (then call Wait), or call Kill: like a pipe from os/exec,
-// an unread Events channel eventually stalls the command.
+// Events never blocks the command, other execs, or Poll and Wait: a reader that falls more
+// than a buffer behind (or never reads) gets a marker Event with Dropped set in place of what
+// it missed, and the result keeps the tail of each stream, with the truncation flags, as
+// Exec's does. For every byte, in order, with backpressure, set req.Stdout and req.Stderr.
 //
 // One chunk may come late: a first stdout chunk of at most 4 KiB that ends in "\r\n" is
 // held until the next chunk or the end, because until then it cannot be told from the
@@ -70,13 +84,11 @@ func ExecStream(ctx context.Context, t Target, req ExecRequest) (*Process, error
 		events: make(chan Event, eventBuffer),
 		done:   make(chan struct{}),
 		stop:   make(chan struct{}),
-		halted: make(chan struct{}),
 	}
 	stdout, stderr := newTailBuffer(limit, req.StrictLimit), newTailBuffer(limit, req.StrictLimit)
-	spec.stdout = &eventSink{p: p, kind: Stdout, tail: stdout}
-	spec.stderr = &eventSink{p: p, kind: Stderr, tail: stderr}
+	spec.stdout = &eventSink{p: p, kind: Stdout, out: withSink(stdout, req.Stdout, "stdout", spec.abort)}
+	spec.stderr = &eventSink{p: p, kind: Stderr, out: withSink(stderr, req.Stderr, "stderr", spec.abort)}
 	spec.stop = p.stop
-	spec.halt = func() { p.haltOnce.Do(func() { close(p.halted) }) }
 	e, err := start(ctx, t, spec, op)
 	if err != nil {
 		return nil, err
@@ -84,6 +96,7 @@ func ExecStream(ctx context.Context, t Target, req ExecRequest) (*Process, error
 	go func() {
 		o, err := e.wait(ctx, op)
 		// wait returns only after the demultiplexer stopped: nothing sends on events now.
+		p.flushDropped()
 		close(p.events)
 		p.res, p.err = t.finish(ctx, req, op, o, err, stdout, stderr)
 		close(p.done)
@@ -128,21 +141,41 @@ func (p *Process) Kill(ctx context.Context) error {
 	}
 }
 
-// eventSink keeps the tail of one stream, as Exec does, and forwards each chunk to Events.
+// eventSink keeps the tail of one stream, as Exec does (and feeds the request's writer),
+// and forwards each chunk to Events when there is room.
 type eventSink struct {
 	p    *Process
 	kind StreamKind
-	tail *tailBuffer
+	out  io.Writer
 }
 
 func (s *eventSink) Write(b []byte) (int, error) {
-	if _, err := s.tail.Write(b); err != nil {
+	if _, err := s.out.Write(b); err != nil {
 		return len(b), err
 	}
-	select {
-	case s.p.events <- Event{Stream: s.kind, Data: bytes.Clone(b)}:
-	case <-s.p.halted:
-		// The command is being killed: nobody may be reading any more.
-	}
+	s.p.deliver(s.kind, b)
 	return len(b), nil
+}
+
+// deliver puts a chunk on events if there is room for it beside the marker slots, and
+// otherwise counts it as dropped. Never blocking is safe to decide with len: the copier is
+// the only sender, and the reader only makes room.
+func (p *Process) deliver(kind StreamKind, b []byte) {
+	p.flushDropped()
+	if p.dropped[Stdout] == 0 && p.dropped[Stderr] == 0 && len(p.events) < cap(p.events)-markerSlots {
+		p.events <- Event{Stream: kind, Data: bytes.Clone(b)}
+		return
+	}
+	p.dropped[kind] += int64(len(b))
+}
+
+// flushDropped sends the markers of dropped output that fit, so that a reader sees each gap
+// before any later chunk.
+func (p *Process) flushDropped() {
+	for _, k := range []StreamKind{Stdout, Stderr} {
+		if p.dropped[k] > 0 && len(p.events) < cap(p.events) {
+			p.events <- Event{Stream: k, Dropped: p.dropped[k]}
+			p.dropped[k] = 0
+		}
+	}
 }
