@@ -100,7 +100,9 @@ func TestSampleExecAndFiles(t *testing.T) {
 	// Stdin streams: the command answers a first line before the second is even sent.
 	pr, pw := io.Pipe()
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", ts.base+sb+"/exec/stream", pr)
-	go func() { _, _ = pw.Write([]byte(`{"cmd":["sh","-c","read x; echo got-$x; read y; echo got-$y"]}` + "\na\n")) }()
+	go func() {
+		_, _ = pw.Write([]byte(`{"cmd":["sh","-c","read x; echo got-$x; read y; echo got-$y"]}` + "\na\n"))
+	}()
 	resp, err := ts.client.Do(req)
 	if err != nil {
 		t.Fatal(err)
