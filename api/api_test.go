@@ -97,6 +97,42 @@ func TestSampleExecAndFiles(t *testing.T) {
 		t.Fatalf("stream: stdout %q stderr %q last %+v (error %+v)", out, errOut, last, last.Error)
 	}
 
+	// Stdin streams: the command answers a first line before the second is even sent.
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", ts.base+sb+"/exec/stream", pr)
+	go func() {
+		_, _ = pw.Write([]byte(`{"cmd":["sh","-c","read x; echo got-$x; read y; echo got-$y"]}` + "\na\n"))
+	}()
+	resp, err := ts.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewReader(resp.Body)
+	readEvent := func() StreamEvent {
+		t.Helper()
+		b, err := lines.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("interactive stream: %v", err)
+		}
+		var ev StreamEvent
+		if err := json.Unmarshal(b, &ev); err != nil {
+			t.Fatalf("interactive stream line %q: %v", b, err)
+		}
+		return ev
+	}
+	if ev := readEvent(); ev.Type != "stdout" || string(ev.Data) != "got-a\n" {
+		t.Fatalf("first answer %+v", ev)
+	}
+	_, _ = pw.Write([]byte("b\n"))
+	_ = pw.Close()
+	if ev := readEvent(); ev.Type != "stdout" || string(ev.Data) != "got-b\n" {
+		t.Fatalf("second answer %+v", ev)
+	}
+	if ev := readEvent(); ev.Type != "exit" || ev.ExitCode == nil || *ev.ExitCode != 0 {
+		t.Fatalf("interactive stream end %+v", ev)
+	}
+
 	// Files: non-UTF-8 bytes round trip, parents created.
 	data := []byte{0, 0xff, 0xfe, '\n', 'x'}
 	r = ts.do(t, "PUT", sb+"/files?path=sub/dir/f.bin", bytes.NewReader(data), nil)

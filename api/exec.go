@@ -3,12 +3,12 @@ package api
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/composebox/composebox/orchestrator"
@@ -130,8 +130,9 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer release()
-	body := http.MaxBytesReader(w, r.Body, s.opts.MaxJSONBody+s.opts.MaxExecInput+1)
-	br := bufio.NewReader(body)
+	// Stdin streams from the request body while the output streams into the response.
+	_ = http.NewResponseController(w).EnableFullDuplex()
+	br := bufio.NewReader(r.Body)
 	line, err := readLine(br, s.opts.MaxJSONBody)
 	if err != nil {
 		return err
@@ -145,46 +146,26 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) error {
 	if req.Input != nil {
 		return invalid("exec stream: input goes after the request line, as raw bytes, not in it")
 	}
-	// The library takes stdin whole, so it is read before the command starts, within a bound.
-	stdin, err := io.ReadAll(io.LimitReader(br, s.opts.MaxExecInput+1))
-	if err != nil {
-		return invalid(fmt.Sprintf("exec stream: read stdin: %v", err))
-	}
-	if int64(len(stdin)) > s.opts.MaxExecInput {
-		return invalid(fmt.Sprintf("exec stream: stdin exceeds %d bytes", s.opts.MaxExecInput))
-	}
-	req.Input = stdin
 	lreq, err := req.library()
 	if err != nil {
 		return err
 	}
-	p, err := sb.ExecStream(r.Context(), lreq)
+	out := &eventWriter{sw: newStreamWriter(w, s.opts.WriteTimeout)}
+	defer out.sw.clear()
+	lreq.StdinReader = br
+	lreq.Stdout = &streamSink{out: out, typ: "stdout"}
+	lreq.Stderr = &streamSink{out: out, typ: "stderr"}
+	res, err := sb.Exec(r.Context(), lreq)
 	if err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.WriteHeader(http.StatusOK)
-	out := newStreamWriter(w, s.opts.WriteTimeout)
-	defer out.clear()
-	for ev := range p.Events() {
-		if len(ev.Data) == 0 {
-			continue
+		if !out.started() {
+			// Nothing was sent yet: an ordinary error answer.
+			return err
 		}
-		typ := "stdout"
-		if ev.Stream == orchestrator.StreamStderr {
-			typ = "stderr"
-		}
-		if err := out.event(StreamEvent{Type: typ, Data: ev.Data}); err != nil {
-			// The client stopped reading or went away: the command must not wait for it.
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
-			_ = p.Kill(ctx)
-			cancel()
+		if out.failed() {
+			// The client stopped reading or went away; the library has stopped the command.
 			s.log.Info("exec stream cut", "project", sb.Project(), "service", sb.Service(), "err", err)
 			return nil
 		}
-	}
-	res, err := p.Wait()
-	if err != nil {
 		body := errorBody(err)
 		_ = out.event(StreamEvent{Type: "error", Error: &body})
 		return nil
@@ -193,6 +174,60 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) error {
 	_ = out.event(StreamEvent{Type: "exit", ExitCode: &code, StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated,
 		StdoutBytes: res.StdoutBytes, StderrBytes: res.StderrBytes, DurationSeconds: res.Duration.Seconds()})
 	return nil
+}
+
+// eventWriter sends a streamed exec's events: the status line with the first one, then one
+// NDJSON line each. The library writes stdout and stderr from its own goroutines, hence the
+// lock. A failed write (a client that stopped reading past the deadline, or went away) fails
+// every later one, which stops the command.
+type eventWriter struct {
+	mu    sync.Mutex
+	sw    *streamWriter
+	begun bool
+	err   error
+}
+
+func (e *eventWriter) event(v StreamEvent) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err != nil {
+		return e.err
+	}
+	if !e.begun {
+		e.begun = true
+		e.sw.w.Header().Set("Content-Type", "application/x-ndjson")
+		e.sw.w.WriteHeader(http.StatusOK)
+	}
+	e.err = e.sw.event(v)
+	return e.err
+}
+
+func (e *eventWriter) started() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.begun
+}
+
+func (e *eventWriter) failed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err != nil
+}
+
+// streamSink is one output stream of a streamed exec, as an io.Writer for the library.
+type streamSink struct {
+	out *eventWriter
+	typ string
+}
+
+func (s *streamSink) Write(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	if err := s.out.event(StreamEvent{Type: s.typ, Data: b}); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }
 
 // streamWriter writes NDJSON lines, each flushed at once and with a write deadline, so that a

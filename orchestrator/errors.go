@@ -1,6 +1,12 @@
 package orchestrator
 
-import "github.com/composebox/composebox/internal/errdefs"
+import (
+	"strings"
+
+	"github.com/docker/docker/client"
+
+	"github.com/composebox/composebox/internal/errdefs"
+)
 
 // Error categories. Every error the package returns that a caller may branch on matches one
 // of these with errors.Is; ErrNotFound also matches fs.ErrNotExist and ErrPermission
@@ -22,3 +28,16 @@ var (
 // policy_violation, prerequisite, not_found, is_a_directory, permission_denied, timeout,
 // output_limit, unavailable, conflict, or internal.
 func ErrorKind(err error) string { return errdefs.Kind(err) }
+
+// engineLost marks err as ErrUnavailable when it says the engine could not be reached (a
+// daemon that stopped, a socket that is gone) and has no category of its own: the caller can
+// then tell "the engine is down, try again later" from a bug.
+func engineLost(err error) error {
+	if err == nil || errdefs.Kind(err) != "internal" {
+		return err
+	}
+	if client.IsErrConnectionFailed(err) || strings.Contains(err.Error(), "Cannot connect to the Docker daemon") {
+		return errdefs.Wrap(errdefs.ErrUnavailable, err, "docker engine unreachable")
+	}
+	return err
+}

@@ -134,18 +134,19 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 	s := &Sample{o: t.o, task: t, id: id, project: compose.ProjectName(t.name, short), created: start, calls: newCalls(), pooled: refill != nil}
 	p, err := t.sampleProject(ctx, s, spec)
 	if err != nil {
-		return nil, fmt.Errorf("sample init %s: %w", s.project, err)
+		return nil, fmt.Errorf("sample init %s: %w", s.project, engineLost(err))
 	}
 	if err := t.register(s); err != nil {
 		return nil, err
 	}
 	if err := t.o.track(s); err != nil {
 		t.unregister(s)
-		return nil, fmt.Errorf("sample init %s: %w", s.project, err)
+		return nil, fmt.Errorf("sample init %s: %w", s.project, engineLost(err))
 	}
 	fail := func(err error) (*Sample, error) {
 		// Before the teardown: removing a failed sample is not a start.
 		slot.release(outcomeOf(err))
+		err = engineLost(err)
 		if ctx.Err() != nil && t.life.Err() != nil {
 			err = cbxerr.Wrap(cbxerr.ErrUnavailable, err, fmt.Sprintf("task %s is being cleaned up", t.name))
 		}
@@ -333,7 +334,7 @@ func (s *Sample) cleanup(dctx context.Context) error {
 	}
 	var cleanupErr error
 	if err := errs.ErrorOrNil(); err != nil {
-		cleanupErr = fmt.Errorf("sample cleanup %s: %w", s.project, err)
+		cleanupErr = fmt.Errorf("sample cleanup %s: %w", s.project, engineLost(err))
 	}
 	task := ""
 	if s.task != nil {

@@ -445,7 +445,7 @@ func (t *Task) cleanup(dctx context.Context) error {
 		}
 	}
 	if err := errs.ErrorOrNil(); err != nil {
-		return fmt.Errorf("cleanup task %s: %w", t.name, err)
+		return fmt.Errorf("cleanup task %s: %w", t.name, engineLost(err))
 	}
 	t.cleaned = true
 	t.o.endTracking(t.name)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,5 +138,70 @@ func TestFailedCleanupIsRetried(t *testing.T) {
 	}
 	if err := s.Cleanup(ctx, orchestrator.CleanupOptions{Timeout: time.Nanosecond}); err != nil {
 		t.Errorf("sample cleanup after the task's: %v, want nil (nothing to do)", err)
+	}
+}
+
+// TestSessionCleanupStopsRunningCommands: when Session.Cleanup returns, the commands that
+// were running in it (a streaming one and a blocking Exec) have ended, and later calls fail
+// with ErrUnavailable.
+func TestSessionCleanupStopsRunningCommands(t *testing.T) {
+	o, _ := newOrchestrator(t)
+	s := spawnSession(t, o, orchestrator.ContainerSpec{Name: "cleanup-kills"}, orchestrator.SpawnOptions{})
+	p, err := s.Start(t.Context(), orchestrator.ExecRequest{Cmd: []string{"sleep", "3601"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	execDone := make(chan error, 1)
+	go func() {
+		_, err := s.Exec(t.Context(), orchestrator.ExecRequest{Cmd: []string{"sleep", "3602"}})
+		execDone <- err
+	}()
+	// Both commands run before the cleanup starts.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		res, err := s.Sandbox().Exec(t.Context(), orchestrator.ExecRequest{Cmd: []string{"ps", "-o", "args"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(res.StdoutText(), "sleep 3601") && strings.Contains(res.StdoutText(), "sleep 3602") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("commands not running: %s", res.StdoutText())
+		}
+	}
+	if err := s.Cleanup(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if p.Poll() == nil {
+		t.Error("the streaming command still runs after Session.Cleanup returned")
+	}
+	select {
+	case <-execDone:
+	default:
+		t.Error("the blocking Exec had not returned when Session.Cleanup returned")
+	}
+	if _, err := s.Exec(t.Context(), orchestrator.ExecRequest{Cmd: []string{"true"}}); !errors.Is(err, orchestrator.ErrUnavailable) {
+		t.Errorf("exec after cleanup: %v, want ErrUnavailable", err)
+	}
+}
+
+// TestUnreadStreamsDoNotHoldExecSlots: with one exec slot, streams whose events nobody reads
+// still end and give their slot back, so the next exec runs.
+func TestUnreadStreamsDoNotHoldExecSlots(t *testing.T) {
+	o, _ := newOrchestrator(t, orchestrator.WithLimits(orchestrator.Limits{Execs: 1}))
+	task := taskInit(t, o, orchestrator.TaskSpec{Name: "unread-slots"})
+	sb := startSamples(t, task, 1)[0].Default()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	for i := range 20 {
+		// Far more output than Events holds; never read.
+		if _, err := sb.ExecStream(ctx, orchestrator.ExecRequest{Cmd: []string{"seq", "1", "40000"}}); err != nil {
+			t.Fatalf("stream %d: %v (a stream nobody reads kept its slot)", i, err)
+		}
+	}
+	res, err := sb.Exec(ctx, orchestrator.ExecRequest{Cmd: []string{"echo", "ok"}})
+	if err != nil || res.StdoutText() != "ok\n" {
+		t.Fatalf("exec after unread streams: %q %v", res.StdoutText(), err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
 	dockererrdefs "github.com/docker/docker/errdefs"
 	"github.com/docker/docker/pkg/stdcopy"
 )
@@ -331,12 +332,13 @@ func (e *execution) wait(ctx context.Context, op string) (outcome, error) {
 const containerStopWatch = 3 * time.Second
 
 // stoppedWithin reports whether the target's container is (or, within d, becomes) gone or
-// stopped. An engine error counts as running: the command's own result stands.
+// stopped, or the engine itself is (a daemon that stopped takes its containers with it). Any
+// other engine error counts as running: the command's own result stands.
 func stoppedWithin(ctx context.Context, t Target, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for {
 		running, err := containerRunning(ctx, t)
-		if err == nil && !running {
+		if (err == nil && !running) || client.IsErrConnectionFailed(err) {
 			return true
 		}
 		if err != nil || time.Now().After(deadline) {
