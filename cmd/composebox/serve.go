@@ -68,6 +68,9 @@ type serveReady struct {
 
 func runServe(cmd *cobra.Command, g *globals, opts serveOptions) error {
 	ctx := cmd.Context()
+	// A server runs until it is signalled: SIGTERM or Ctrl-C is its normal stop (exit 0 after
+	// the drain), not an interruption.
+	g.stopsOnSignal = true
 	if opts.Socket != "" && opts.Listen != "" {
 		return usageError{errors.New("serve: give --socket or --listen, not both")}
 	}
