@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -28,6 +29,7 @@ type serveOptions struct {
 	Keep         bool
 	Reaper       bool
 	DrainTimeout time.Duration
+	StdinEOF     bool
 }
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -54,6 +56,7 @@ removes every sample and task it owns unless --keep, and exits 0.`,
 	f.BoolVar(&opts.Keep, "keep", false, "on exit, leave the samples in place (stale, for 'composebox cleanup --stale') instead of removing them")
 	f.BoolVar(&opts.Reaper, "reaper", false, "start a watchdog that removes the server's samples if it dies without cleaning up")
 	f.DurationVar(&opts.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long requests in flight may take before they are cut")
+	f.BoolVar(&opts.StdinEOF, "stop-on-stdin-eof", false, "also stop (as on SIGTERM) when stdin reaches its end: a parent that holds a pipe to stdin takes the server with it when it dies, even by SIGKILL")
 	return cmd
 }
 
@@ -141,6 +144,17 @@ func runServe(cmd *cobra.Command, g *globals, opts serveOptions) error {
 		fmt.Fprintf(g.stdout, "composebox serve: listening on unix:%s\n", ready.Socket)
 	} else {
 		fmt.Fprintf(g.stdout, "composebox serve: listening on %s (token in %s)\n", ready.URL, ready.TokenFile)
+	}
+
+	if opts.StdinEOF {
+		// The pipe closes when its parent dies, however it dies.
+		var stop context.CancelFunc
+		ctx, stop = context.WithCancel(ctx)
+		defer stop()
+		go func() {
+			_, _ = io.Copy(io.Discard, cmd.InOrStdin())
+			stop()
+		}()
 	}
 
 	var serveErr error
