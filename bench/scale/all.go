@@ -143,7 +143,7 @@ func runAll(ctx context.Context, o options) (err error) {
 	}
 	fmt.Print(renderText(r))
 	if o.Out != "" {
-		if err := os.WriteFile(o.Out, []byte(renderMarkdown(r, machine)), 0o644); err != nil {
+		if err := os.WriteFile(o.Out, []byte(renderMarkdown(r, machine)+keptSections(o.Out)), 0o644); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "wrote %s\n", o.Out)
@@ -218,4 +218,19 @@ func percentile(xs []float64, p float64) float64 {
 	slices.Sort(s)
 	i := int(float64(len(s))*p/100+0.999999) - 1
 	return s[max(0, min(i, len(s)-1))]
+}
+
+// keptSections is what a rewrite of path keeps of it: the sections other benchmarks write into
+// the same file between their markers (`make bench-pool`'s).
+func keptSections(path string) string {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	const begin, end = "<!-- bench-pool:begin -->", "<!-- bench-pool:end -->"
+	i, j := strings.Index(string(old), begin), strings.Index(string(old), end)
+	if i < 0 || j < i {
+		return ""
+	}
+	return "\n" + string(old[i:j+len(end)]) + "\n"
 }
