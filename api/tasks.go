@@ -29,6 +29,8 @@ type TaskRequest struct {
 	ImageOverrides      map[string]string `json:"image_overrides,omitempty"`
 	Prebuilt            bool              `json:"prebuilt,omitempty"`
 	ReadyTimeoutSeconds float64           `json:"ready_timeout_seconds,omitempty"`
+	// Warm keeps that many ready samples of the task, which sample inits take first.
+	Warm int `json:"warm,omitempty"`
 }
 
 // PolicyRequest are a task's policy opt-ins, as `--allow`, `--allow-cap` and
@@ -47,6 +49,18 @@ type Task struct {
 	DefaultService string            `json:"default_service"`
 	Services       []string          `json:"services"`
 	Images         map[string]string `json:"images,omitempty"`
+	// Pool is the task's warm pool, when it keeps one or was refused one.
+	Pool *Pool `json:"pool,omitempty"`
+}
+
+// Pool is a task's warm pool as the API reports it.
+type Pool struct {
+	Target   int    `json:"target"`
+	Ready    int    `json:"ready"`
+	Filling  int    `json:"filling"`
+	Poolable bool   `json:"poolable"`
+	Reason   string `json:"reason,omitempty"`
+	Failures int    `json:"failures"`
 }
 
 // spec turns the request into a task spec. Paths name the server's host, whose working
@@ -64,6 +78,9 @@ func (req TaskRequest) spec() (orchestrator.TaskSpec, error) {
 	if req.ReadyTimeoutSeconds < 0 {
 		return orchestrator.TaskSpec{}, invalid(op + ": ready_timeout_seconds is negative")
 	}
+	if req.Warm < 0 {
+		return orchestrator.TaskSpec{}, invalid(op + ": warm is negative")
+	}
 	spec := orchestrator.TaskSpec{
 		Name:           req.Name,
 		Path:           req.Path,
@@ -77,6 +94,7 @@ func (req TaskRequest) spec() (orchestrator.TaskSpec, error) {
 		ImageOverrides: req.ImageOverrides,
 		Prebuilt:       req.Prebuilt,
 		ReadyTimeout:   seconds(req.ReadyTimeoutSeconds),
+		Warm:           req.Warm,
 	}
 	if req.ComposeYAML != "" {
 		spec.YAML = []byte(req.ComposeYAML)
@@ -111,6 +129,9 @@ func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Se
 
 func (s *Server) taskJSON(t *taskEntry) Task {
 	out := Task{ID: t.id, Name: t.task.Name(), Lease: t.lease, DefaultService: t.task.DefaultService(), Images: t.task.Images()}
+	if st := t.task.PoolStatus(); st.Target > 0 || !st.Poolable {
+		out.Pool = &Pool{Target: st.Target, Ready: st.Ready, Filling: st.Filling, Poolable: st.Poolable, Reason: st.Reason, Failures: st.Failures}
+	}
 	if p := t.task.Project(); p != nil {
 		out.Services = p.ServiceNames()
 		slices.Sort(out.Services)

@@ -89,18 +89,15 @@ func runExec(ctx context.Context, g *globals, opts execOptions, argv []string) e
 		}
 	}
 	if opts.Stdin {
-		in, err := io.ReadAll(g.stdin)
-		if err != nil {
-			return fmt.Errorf("exec: read stdin: %w", err)
-		}
-		req.Stdin = in
+		// Streamed as the command reads it: an interactive pipe or a large file both work.
+		req.StdinReader = g.stdin
 	}
 	sb, done, err := openSandbox(ctx, g, opts.Project, opts.Service)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if g.JSON || opts.Stdin {
+	if g.JSON {
 		res, err := sb.Exec(ctx, req)
 		return g.execOutcome(res, err, false)
 	}
@@ -109,18 +106,10 @@ func runExec(ctx context.Context, g *globals, opts execOptions, argv []string) e
 
 // streamExec forwards the command's output as it arrives and returns its outcome.
 func (g *globals) streamExec(ctx context.Context, sb *orchestrator.Sandbox, req orchestrator.ExecRequest) error {
-	p, err := sb.ExecStream(ctx, req)
-	if err != nil {
-		return g.execOutcome(orchestrator.ExecResult{}, err, true)
-	}
-	for ev := range p.Events() {
-		w := g.stdout
-		if ev.Stream == orchestrator.StreamStderr {
-			w = g.stderr
-		}
-		_, _ = w.Write(ev.Data)
-	}
-	res, err := p.Wait()
+	// Through the exec's writers, not its Events: a slow terminal or pipe holds the command
+	// back instead of losing output.
+	req.Stdout, req.Stderr = g.stdout, g.stderr
+	res, err := sb.Exec(ctx, req)
 	return g.execOutcome(res, err, true)
 }
 

@@ -7,7 +7,7 @@ from .errors import (Busy, ComposeboxError, Conflict, InvalidConfig, IsADirector
                      OutputLimitExceeded, PermissionDenied, PolicyViolation, PrerequisiteError,
                      SandboxUnavailable, ServerError, Timeout, Unauthorized)
 from .types import (Connection, DoctorCheck, DoctorReport, Event, ExecEvent, ExecResult, Lease,
-                    Port, Sample, SandboxInfo, Task, Version)
+                    PoolStatus, Port, Sample, SandboxInfo, Task, Version)
 
 __all__ = [
     "AsyncClient", "AsyncExecStream", "Client", "ExecStream",
@@ -15,5 +15,5 @@ __all__ = [
     "OutputLimitExceeded", "PermissionDenied", "PolicyViolation", "PrerequisiteError",
     "SandboxUnavailable", "ServerError", "Timeout", "Unauthorized",
     "Connection", "DoctorCheck", "DoctorReport", "Event", "ExecEvent", "ExecResult", "Lease",
-    "Port", "Sample", "SandboxInfo", "Task", "Version",
+    "PoolStatus", "Port", "Sample", "SandboxInfo", "Task", "Version",
 ]

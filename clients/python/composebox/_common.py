@@ -101,7 +101,7 @@ def task_request(*, name: Optional[str] = None, compose_yaml: Optional[str] = No
                  policy: Optional[Mapping[str, Any]] = None, default_service: Optional[str] = None,
                  agent_image: Optional[str] = None,
                  image_overrides: Optional[Mapping[str, str]] = None, prebuilt: bool = False,
-                 ready_timeout: Optional[float] = None) -> Dict[str, Any]:
+                 ready_timeout: Optional[float] = None, warm: int = 0) -> Dict[str, Any]:
     """The JSON body of a task init; only the fields given are sent."""
     if compose_yaml is not None and path is not None:
         raise ValueError("task init: give compose_yaml or path, not both")
@@ -126,6 +126,10 @@ def task_request(*, name: Optional[str] = None, compose_yaml: Optional[str] = No
         body["prebuilt"] = True
     if ready_timeout is not None:
         body["ready_timeout_seconds"] = float(ready_timeout)
+    if warm < 0:
+        raise ValueError("task init: warm must not be negative")
+    if warm:
+        body["warm"] = int(warm)
     return body
 
 
@@ -325,12 +329,14 @@ class SpawnedServer:
         self.socket = os.path.join(self.dir, "api.sock")
         self.log_path = os.path.join(self.dir, "serve.log")
         self._log = open(self.log_path, "wb")
-        cmd = [self.binary, "serve", "--socket", self.socket] + list(args or [])
+        # The server stops when its stdin pipe closes, so it goes with this process however
+        # this process ends (even SIGKILL), and removes what it owns.
+        cmd = [self.binary, "serve", "--socket", self.socket, "--stop-on-stdin-eof"] + list(args or [])
         proc_env = dict(os.environ)
         if env:
             proc_env.update(env)
         try:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log,
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=self._log,
                                          stderr=subprocess.STDOUT, env=proc_env,
                                          start_new_session=True)
         except OSError as e:
@@ -338,8 +344,7 @@ class SpawnedServer:
             shutil.rmtree(self.dir, ignore_errors=True)
             raise PrerequisiteError(f"spawn composebox serve: {e}") from e
         # A client that is never closed still stops its server when the interpreter exits
-        # (the server then removes what it owns). A killed interpreter leaves it running: its
-        # lease expires and it removes the samples, but the process stays until stopped.
+        # (the server then removes what it owns); a killed interpreter closes the pipe.
         atexit.register(self.stop)
 
     def log_tail(self, n: int = 2000) -> str:
@@ -373,6 +378,8 @@ class SpawnedServer:
                     self.proc.kill()
                     self.proc.wait(10)
         finally:
+            if self.proc.stdin is not None and not self.proc.stdin.closed:
+                self.proc.stdin.close()
             if not self._log.closed:
                 self._log.close()
             shutil.rmtree(self.dir, ignore_errors=True)

@@ -69,12 +69,34 @@ class Task:
     services: List[str] = field(default_factory=list)
     images: Dict[str, str] = field(default_factory=dict)
     lease: str = ""
+    #: The task's warm pool, when it asked for one (``warm=N`` at task init).
+    pool: Optional["PoolStatus"] = None
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "Task":
+        pool = d.get("pool")
         return cls(id=d["id"], name=d.get("name", ""), default_service=d.get("default_service", ""),
                    services=list(d.get("services") or []), images=dict(d.get("images") or {}),
-                   lease=d.get("lease", ""))
+                   lease=d.get("lease", ""), pool=PoolStatus.from_json(pool) if pool else None)
+
+
+@dataclass(frozen=True)
+class PoolStatus:
+    """A task's warm pool: how many ready samples it keeps, holds and is starting; when the
+    task cannot be pooled, ``reason`` says why."""
+
+    target: int
+    ready: int
+    filling: int
+    poolable: bool
+    reason: str = ""
+    failures: int = 0
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "PoolStatus":
+        return cls(target=int(d.get("target", 0)), ready=int(d.get("ready", 0)),
+                   filling=int(d.get("filling", 0)), poolable=bool(d.get("poolable", False)),
+                   reason=d.get("reason", ""), failures=int(d.get("failures", 0)))
 
 
 @dataclass(frozen=True)

@@ -324,3 +324,72 @@ def test_loopback_tcp_with_token(bin_path, tmp_path, task_name):
     finally:
         proc.terminate()
         proc.wait(60)
+
+
+POOLABLE = """
+services:
+  default:
+    image: ${COMPOSEBOX_BASE_IMAGE}
+    command: ["tail", "-f", "/dev/null"]
+    network_mode: none
+"""
+
+
+def test_warm_pool_is_taken_transparently(client, task_name):
+    task = client.task_init(name=task_name, compose_yaml=POOLABLE, warm=2)
+    assert task.pool is not None and task.pool.poolable and task.pool.target == 2
+    deadline = time.monotonic() + 180
+    while client.task_get(task).pool.ready < 2:
+        assert time.monotonic() < deadline, f"pool never filled: {client.task_get(task).pool}"
+        time.sleep(0.2)
+    s = client.sample_init(task, id="taken-1")
+    assert s.id == "taken-1"
+    assert client.exec(s, ["echo", "warm"]).stdout_text == "warm\n"
+    # The pool starts a replacement for the sample taken, and never holds more than asked.
+    pool = client.task_get(task).pool
+    assert pool.ready + pool.filling <= 2
+    client.task_cleanup(task)
+    assert e2e.resources(task_name) == []
+
+    metadata_task = client.task_init(name=task_name, compose_yaml=e2e.compose(), warm=2)
+    assert metadata_task.pool is not None and not metadata_task.pool.poolable
+    assert "SAMPLE_METADATA" in metadata_task.pool.reason
+    client.task_cleanup(metadata_task)
+
+
+def test_killed_parent_takes_its_spawned_server_with_it(bin_path, task_name, tmp_path):
+    # A parent that spawns a server, starts a sample and is SIGKILLed: the server sees its
+    # stdin pipe close, stops and removes the sample.
+    script = tmp_path / "parent.py"
+    script.write_text(f"""
+import sys
+sys.path.insert(0, {os.path.join(e2e.REPO, 'clients', 'python')!r})
+from composebox import Client
+c = Client.spawn({bin_path!r})
+task = c.task_init(name={task_name!r}, compose_yaml={POOLABLE!r})
+c.sample_init(task)
+print(c._server.proc.pid, flush=True)
+sys.stdin.read()
+""")
+    parent = subprocess.Popen(["/usr/bin/python3", str(script)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        server_pid = int(parent.stdout.readline())
+        assert e2e.resources(task_name), "the parent's sample should be running"
+    finally:
+        parent.kill()
+        parent.wait(30)
+    deadline = time.monotonic() + 120
+    while (_alive(server_pid) or e2e.resources(task_name)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(server_pid), "the spawned server outlived its killed parent"
+    assert e2e.resources(task_name) == []
+
+
+def _alive(pid: int) -> bool:
+    """Whether pid runs (a zombie nobody reaped has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
