@@ -10,6 +10,7 @@ from typing import Any, AsyncIterator, Dict, List, Mapping, Optional, Union
 import httpx
 
 from . import _common as c
+from . import _uds
 from .errors import ComposeboxError, SandboxUnavailable
 from .types import (Connection, DoctorReport, Event, ExecEvent, ExecResult, Lease, Sample,
                     SandboxInfo, Task, Version)
@@ -132,8 +133,10 @@ class AsyncClient:
             self._server = server
             endpoint_args = dict(socket=server.socket)
         self._endpoint = c.Endpoint(**endpoint_args)
-        transport = (httpx.AsyncHTTPTransport(uds=self._endpoint.socket)
-                     if self._endpoint.socket else None)
+        transport = None
+        if self._endpoint.socket:
+            transport = httpx.AsyncHTTPTransport(uds=self._endpoint.socket)
+            _uds.fix_unix_writes(transport)
         self._http = httpx.AsyncClient(base_url=self._endpoint.base_url, transport=transport,
                                        headers=self._endpoint.headers(),
                                        timeout=httpx.Timeout(None, connect=self._connect_timeout))
