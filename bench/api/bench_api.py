@@ -401,8 +401,8 @@ def render(r: dict) -> str:
         f"{a['conc']} `AsyncClient.exec` calls under one `asyncio.gather` (one AsyncClient, "
         f"connections kept alive) against {a['conc']} goroutines calling `Sandbox.Exec`, all on "
         f"one sample. Wall per round: Python {', '.join(f'{x:.0f}' for x in cc['py_wall'])} ms; "
-        f"library {', '.join(f'{x:.0f}' for x in cc['lib_wall'])} ms. Both go through the "
-        f"library's own bound on execs at once (`Limits.Execs`).",
+        f"library {', '.join(f'{x:.0f}' for x in cc['lib_wall'])} ms. Neither side bounds execs "
+        f"at once (`Limits.Execs` is unbounded by default, and `composebox serve` keeps it).",
         f"- files: {a['file_rounds']} rounds per side of a 10 MiB random file written then read "
         f"back at /tmp (Python compares the bytes; the library program checks the length); "
         f"MiB/s of the median round. Python write ms {', '.join(f'{x:.0f}' for x in fl['py_write'])}, "
