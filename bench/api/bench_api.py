@@ -371,7 +371,7 @@ def render(r: dict) -> str:
         "",
     ]
     if busy:
-        lines += [f"**The machine had other load during this run** (other sessions' tests on the same 2 "
+        lines += [f"**The machine had other load during this run** (other sessions' tests on the same {os.cpu_count()} "
                   f"CPUs): the 1-minute load average was {first_load} at the start; see the load "
                   f"averages above. Both sides ran interleaved in the same minutes, so the ratios are "
                   f"fairer than the absolute times.", ""]

@@ -33,6 +33,25 @@ type results struct {
 	Loads []string
 }
 
+// apiSection heads the section `make bench-api` writes into the same results file; a run of
+// this benchmark rewrites the file but keeps that section, which it did not measure.
+const apiSection = "## Server and Python client\n"
+
+// keptSection is the section of the results file at path that this benchmark keeps, from its
+// heading to the end of the file, after a blank line; "" when there is none.
+func keptSection(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.Index(s, "\n"+apiSection)
+	if i < 0 {
+		return ""
+	}
+	return "\n" + s[i+1:]
+}
+
 // loadAverage is the 1-minute load average, from /proc/loadavg.
 func loadAverage() string {
 	b, err := os.ReadFile("/proc/loadavg")
@@ -143,7 +162,8 @@ func runAll(ctx context.Context, o options) (err error) {
 	}
 	fmt.Print(renderText(r))
 	if o.Out != "" {
-		if err := os.WriteFile(o.Out, []byte(renderMarkdown(r, machine)), 0o644); err != nil {
+		md := renderMarkdown(r, machine) + keptSection(o.Out)
+		if err := os.WriteFile(o.Out, []byte(md), 0o644); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "wrote %s\n", o.Out)

@@ -89,3 +89,23 @@ func TestWriteOverride(t *testing.T) {
 		}
 	}
 }
+
+func TestKeptSection(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "RESULTS.md")
+	if got := keptSection(p); got != "" {
+		t.Fatalf("missing file: got %q, want empty", got)
+	}
+	if err := os.WriteFile(p, []byte("# r\n\n## Results\n\nx\n\n## Server and Python client\n\ny\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := keptSection(p), "\n## Server and Python client\n\ny\n"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	if err := os.WriteFile(p, []byte("# r\n\n## Results\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := keptSection(p); got != "" {
+		t.Fatalf("no section: got %q, want empty", got)
+	}
+}
