@@ -149,7 +149,9 @@ def main() -> int:
     a = ap.parse_args()
 
     # SIGTERM runs the cleanup like Ctrl-C does.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    def on_term(*_):
+        raise KeyboardInterrupt("SIGTERM")
+    signal.signal(signal.SIGTERM, on_term)
 
     run = secrets.token_hex(3)
     prefix = f"cbxbench-api-{run}"
