@@ -8,7 +8,7 @@ RACE_PKGS := ./internal/... ./compose/... ./prereqs/... ./cleanup/... ./lifecycl
 PLAIN_PKGS := $(shell $(GO) list ./... | grep -v -E '^$(MODULE)/(internal|compose|prereqs|cleanup|lifecycle/sandboxio)(/|$$)')
 TEST_FLAGS ?= -count=1 -timeout 25m
 
-.PHONY: build test test-python lint docker demo bench bench-pool clean
+.PHONY: build test test-python lint docker demo bench bench-pool bench-api clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/composebox
@@ -54,6 +54,16 @@ bench:
 #   make bench-pool POOL_FLAGS='-n 20 -out='
 bench-pool:
 	go run ./bench/pool -out bench/RESULTS.md $(POOL_FLAGS)
+
+# The server and the Python client against the Go library, side by side in one run (a few
+# minutes): exec latency (and `docker exec` from Python), 32 execs at once, a 10 MiB file each
+# way, and the server's RSS at 100 live samples. Replaces the "Server and Python client" section
+# of bench/RESULTS.md. Not part of .ci/run. A smoke run that writes nowhere:
+#   make bench-api BENCH_API_FLAGS='--exec-rounds 10 --conc-rounds 1 --file-rounds 1 --samples 5 --out ""'
+BENCH_API_FLAGS ?=
+bench-api: build
+	$(GO) build -o bin/cbxbench-api ./bench/api
+	$(PYTHON) bench/api/bench_api.py --bin $(CURDIR)/$(BIN) --lib $(CURDIR)/bin/cbxbench-api --out bench/RESULTS.md $(BENCH_API_FLAGS)
 
 clean:
 	rm -rf bin

@@ -221,16 +221,24 @@ func percentile(xs []float64, p float64) float64 {
 }
 
 // keptSections is what a rewrite of path keeps of it: the sections other benchmarks write into
-// the same file between their markers (`make bench-pool`'s).
+// the same file, which this one did not measure: `make bench-pool`'s between its markers, and
+// `make bench-api`'s from its heading to the end of the file (or the pool's markers).
 func keptSections(path string) string {
-	old, err := os.ReadFile(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}
+	s, kept := string(b), ""
 	const begin, end = "<!-- bench-pool:begin -->", "<!-- bench-pool:end -->"
-	i, j := strings.Index(string(old), begin), strings.Index(string(old), end)
-	if i < 0 || j < i {
-		return ""
+	if i, j := strings.Index(s, begin), strings.Index(s, end); i >= 0 && j > i {
+		kept += "\n" + s[i:j+len(end)] + "\n"
+		s = s[:i] + s[j+len(end):]
 	}
-	return "\n" + string(old[i:j+len(end)]) + "\n"
+	if i := strings.Index(s, "\n"+apiSection); i >= 0 {
+		kept += "\n" + strings.TrimRight(s[i+1:], "\n") + "\n"
+	}
+	return kept
 }
+
+// apiSection heads the section `make bench-api` writes into the same results file.
+const apiSection = "## Server and Python client\n"

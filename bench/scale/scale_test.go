@@ -89,3 +89,30 @@ func TestWriteOverride(t *testing.T) {
 		}
 	}
 }
+
+func TestKeptSections(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "RESULTS.md")
+	if got := keptSections(p); got != "" {
+		t.Fatalf("missing file: got %q, want empty", got)
+	}
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("# r\n\n## Results\n\nx\n\n## Server and Python client\n\ny\n")
+	if got, want := keptSections(p), "\n## Server and Python client\n\ny\n"; got != want {
+		t.Fatalf("api section: got %q, want %q", got, want)
+	}
+	write("# r\n\n## Results\n\n<!-- bench-pool:begin -->\n## Warm pools\nz\n<!-- bench-pool:end -->\n\n## Server and Python client\n\ny\n")
+	want := "\n<!-- bench-pool:begin -->\n## Warm pools\nz\n<!-- bench-pool:end -->\n\n## Server and Python client\n\ny\n"
+	if got := keptSections(p); got != want {
+		t.Fatalf("both sections: got %q, want %q", got, want)
+	}
+	write("# r\n\n## Results\n")
+	if got := keptSections(p); got != "" {
+		t.Fatalf("no section: got %q, want empty", got)
+	}
+}
