@@ -35,7 +35,7 @@ services:
 func TestTaskCleanupRacingSampleInitLeavesNothing(t *testing.T) {
 	o, _ := newOrchestrator(t)
 	c := o.Client()
-	rounds := 20
+	rounds := 50
 	if testing.Short() {
 		rounds = 6
 	}

@@ -168,7 +168,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 	}
 }
 
-// TestAbandonedStreams starts hundreds of streaming execs whose events nobody ever reads,
+// TestAbandonedStreams starts a thousand streaming execs whose events nobody ever reads,
 // each writing far more than Events buffers. Every one must finish by itself, a normal exec
 // must still work, and nothing (goroutine, connection) may outlive them.
 func TestAbandonedStreams(t *testing.T) {
@@ -181,7 +181,7 @@ func TestAbandonedStreams(t *testing.T) {
 	target := base
 	target.Client = c
 	ctx := t.Context()
-	n, parallel := 200, 8
+	n, parallel := 1000, 8
 	if testing.Short() {
 		n = 50
 	}
