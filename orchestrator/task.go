@@ -299,11 +299,10 @@ func (o *Orchestrator) sampleDir(project string) string {
 	return SampleDir(o.cfg.stateDir, project)
 }
 
-// SampleDir is where a sample's own directory lives under a state dir:
-// <stateDir>/sample-dirs/<project> (beside the state cache's own records).
-// `composebox down` removes it with the project.
+// SampleDir is where a sample's own directory lives under a state dir (see
+// tracking.SampleDir).
 func SampleDir(stateDir, project string) string {
-	return filepath.Join(stateDir, "sample-dirs", project)
+	return tracking.SampleDir(stateDir, project)
 }
 
 func (t *Task) prepareImages(ctx context.Context) error {

@@ -54,7 +54,7 @@ func (o *Orchestrator) startTracking(ctx context.Context, task string) error {
 		if o.cfg.client != nil {
 			host = o.client.DaemonHost()
 		}
-		if err := tracking.StartReaper(ctx, o.owner, host); err != nil {
+		if err := tracking.StartReaper(ctx, o.owner, host, o.cfg.stateDir); err != nil {
 			return err
 		}
 	}

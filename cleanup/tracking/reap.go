@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/docker/docker/api/types/filters"
@@ -26,6 +27,9 @@ type ReapOptions struct {
 	Client client.APIClient
 	// Remove tunes the removals.
 	Remove cleanup.RemoveOptions
+	// StateDir is the state directory whose per-sample directories (SampleDir) go with their
+	// projects (default DefaultStateDir(), which the watchdog inherits from its owner).
+	StateDir string
 }
 
 // Reap is the watchdog's body: it waits until the owner process dies, then removes every
@@ -38,6 +42,9 @@ func Reap(ctx context.Context, owner string, opts ReapOptions) ([]Result, error)
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = time.Minute
+	}
+	if opts.StateDir == "" {
+		opts.StateDir = DefaultStateDir()
 	}
 	if err := WaitOwner(ctx, owner, opts.Interval); err != nil {
 		return nil, err
@@ -61,6 +68,14 @@ func Reap(ctx context.Context, owner string, opts ReapOptions) ([]Result, error)
 	)
 	for pass := 0; ; pass++ {
 		res, err := SweepOwner(ctx, c, owner, opts.Remove)
+		for _, r := range res {
+			if r.Err == nil {
+				// A sample's own directory (a Terminal-Bench task's log paths) goes with it.
+				if rerr := os.RemoveAll(SampleDir(opts.StateDir, r.Name)); rerr != nil && err == nil {
+					err = fmt.Errorf("remove the directory of %s: %w", r.Name, rerr)
+				}
+			}
+		}
 		all = append(all, res...)
 		lastErr = err
 		if err == nil && len(res) == 0 && pass > 0 {

@@ -3,6 +3,8 @@ package tracking_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -39,8 +41,16 @@ func TestReapRemovesOnlyTheDeadOwnersProjects(t *testing.T) {
 		err error
 	}
 	done := make(chan outcome, 1)
+	// The doomed sample has a directory of its own (a Terminal-Bench task's logs), which goes
+	// with it; the handed-over one keeps its directory.
+	state := t.TempDir()
+	for _, p := range []string{doomed, handed} {
+		if err := os.MkdirAll(filepath.Join(tracking.SampleDir(state, p), "logs"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	go func() {
-		res, err := tracking.Reap(context.WithoutCancel(t.Context()), watched.label, tracking.ReapOptions{Interval: 20 * time.Millisecond, Client: c})
+		res, err := tracking.Reap(context.WithoutCancel(t.Context()), watched.label, tracking.ReapOptions{Interval: 20 * time.Millisecond, Client: c, StateDir: state})
 		done <- outcome{res, err}
 	}()
 	select {
@@ -85,6 +95,12 @@ func TestReapRemovesOnlyTheDeadOwnersProjects(t *testing.T) {
 		if testutil.Resources(t, c, projectLabel(p)) == 0 {
 			t.Errorf("%s (another owner's, or detached) was reaped", p)
 		}
+	}
+	if _, err := os.Stat(tracking.SampleDir(state, doomed)); !os.IsNotExist(err) {
+		t.Errorf("the reaped sample's directory is still there (stat: %v)", err)
+	}
+	if _, err := os.Stat(tracking.SampleDir(state, handed)); err != nil {
+		t.Errorf("the handed-over sample's directory went: %v", err)
 	}
 }
 

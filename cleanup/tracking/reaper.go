@@ -73,9 +73,10 @@ func ReaperMain() bool {
 
 // StartReaper starts the watchdog for owner, once per process: a copy of this executable that
 // removes owner's projects (Reap) once owner has died. A non-empty dockerHost overrides
-// DOCKER_HOST in its environment. The program's main must call ReaperMain; when it does not,
-// StartReaper fails with ErrPrerequisite rather than run a second copy of the program.
-func StartReaper(ctx context.Context, owner, dockerHost string) error {
+// DOCKER_HOST in its environment, and a non-empty stateDir the state directory whose sample
+// directories it removes with their projects. The program's main must call ReaperMain; when it
+// does not, StartReaper fails with ErrPrerequisite rather than run a second copy of the program.
+func StartReaper(ctx context.Context, owner, dockerHost, stateDir string) error {
 	reaperMu.Lock()
 	defer reaperMu.Unlock()
 	if reaperStarted {
@@ -87,6 +88,9 @@ func StartReaper(ctx context.Context, owner, dockerHost string) error {
 	env := withoutReaperEnv(os.Environ())
 	if dockerHost != "" {
 		env = append(env, "DOCKER_HOST="+dockerHost)
+	}
+	if stateDir != "" {
+		env = append(env, StateDirEnv+"="+stateDir)
 	}
 	if err := spawnStage(ctx, owner, "spawn", env); err != nil {
 		return fmt.Errorf("start reaper: %w", err)

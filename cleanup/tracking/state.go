@@ -16,6 +16,13 @@ import (
 // StateDirEnv overrides the default state directory.
 const StateDirEnv = "COMPOSEBOX_STATE_DIR"
 
+// SampleDir is where a sample's own directory lives under a state dir:
+// <stateDir>/sample-dirs/<project>, beside the state cache's records. Whatever removes the
+// project (its cleanup, `composebox down` or `cleanup`, the reaper) removes it too.
+func SampleDir(stateDir, project string) string {
+	return filepath.Join(stateDir, "sample-dirs", project)
+}
+
 // DefaultStateDir is where composebox keeps its state cache: $COMPOSEBOX_STATE_DIR, else
 // $XDG_DATA_HOME/composebox, else ~/.local/share/composebox.
 func DefaultStateDir() string {
