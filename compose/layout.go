@@ -237,6 +237,9 @@ func resolveHarbor(dir string) (*Resolution, error) {
 	if m, ok := limits["memory"].(string); ok {
 		r.Env["MEMORY"] = m
 	}
+	if allow, ok := tree.Get("environment.allow_internet").(bool); ok && !allow {
+		r.EgressOff = true
+	}
 	if len(limits) > 0 {
 		main["deploy"] = map[string]any{"resources": map[string]any{"limits": limits}}
 	}
@@ -256,6 +259,9 @@ func resolveHarbor(dir string) (*Resolution, error) {
 	if f := firstComposeFile(envDir); f != "" {
 		r.Files = []string{f}
 		what += ", " + filepath.Base(f) + " merged on top"
+	}
+	if r.EgressOff {
+		what += ", no internet (allow_internet = false)"
 	}
 	r.Reason = fmt.Sprintf("%s is a Harbor task (task.toml, environment/): %s", dir, what)
 	return r, nil

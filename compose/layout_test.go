@@ -32,7 +32,7 @@ func TestResolveLayouts(t *testing.T) {
 	writeFiles(t, dir, map[string]string{
 		"harbor/t1/task.toml":                          "[task]\nname = \"org/t1\"\n[environment]\ncpus = 1.5\nmemory = \"2G\"\n",
 		"harbor/t1/environment/Dockerfile":             "FROM scratch\n",
-		"harbor/t2/task.toml":                          "version = \"1.0\"\n[environment]\ndocker_image = \"img:1\"\n",
+		"harbor/t2/task.toml":                          "version = \"1.0\"\n[environment]\ndocker_image = \"img:1\"\nallow_internet = false\n",
 		"harbor/t2/environment/":                       "",
 		"harbor/bad/task.toml":                         "[task\n",
 		"harbor/bad/environment/":                      "",
@@ -106,5 +106,12 @@ func TestResolveLayouts(t *testing.T) {
 	r, _ = Resolve(p("harbor/t2"), ResolveOptions{})
 	if proj, err = Load(t.Context(), r, LoadOptions{}); err != nil || proj.Services["main"].Image != "img:1" || proj.Services["main"].Build != nil {
 		t.Errorf("docker_image task: %v, %+v", err, proj)
+	}
+	// allow_internet = false: the task's policy cuts egress; t1 says nothing and keeps it.
+	if !r.EgressOff || !strings.Contains(r.Reason, "no internet") {
+		t.Errorf("allow_internet = false: EgressOff %t, reason %q", r.EgressOff, r.Reason)
+	}
+	if r, _ = Resolve(p("harbor/t1"), ResolveOptions{}); r.EgressOff {
+		t.Error("a task without allow_internet lost its egress")
 	}
 }

@@ -65,6 +65,9 @@ type Resolution struct {
 	// Env are the variables the layout's harness would set (Terminal-Bench's in-container
 	// paths, Harbor's build directory, limits and log paths), under the caller's own.
 	Env map[string]string
+	// EgressOff is the layout's word that the task has no route out (Harbor's
+	// allow_internet = false): the task's policy then cuts egress (Policy.EgressOff).
+	EgressOff bool
 
 	// harborMain is the service main of a Harbor task, as Harbor's base file defines it.
 	harborMain map[string]any

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -62,6 +63,14 @@ func startPrivateDaemon(t *testing.T) *privateDaemon {
 			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
 		}
 	}
+	// The host daemon's bridge must outlive this test.
+	if _, err := net.InterfaceByName("docker0"); err == nil {
+		t.Cleanup(func() {
+			if _, err := net.InterfaceByName("docker0"); err != nil {
+				t.Errorf("the host's docker0 is gone after the private daemon ran: %v", err)
+			}
+		})
+	}
 	run("link", "add", d.bridge, "type", "bridge")
 	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", d.bridge).Run() })
 	run("addr", "add", fmt.Sprintf("10.216.%d.1/24", n), "dev", d.bridge)
@@ -78,10 +87,11 @@ func startPrivateDaemon(t *testing.T) *privateDaemon {
 		"--pidfile", filepath.Join(dir, "dockerd.pid"),
 		"-H", "unix://" + d.sock,
 		"--bridge", d.bridge,
-		// Chains and pools of its own: the host's daemon owns the iptables chains and the
-		// default pools.
+		// No chains of its own: the host's daemon owns the iptables chains. No
+		// --default-address-pool either: a daemon restarted with one deletes the interface
+		// docker0 whatever its --bridge says, and docker0 is the host daemon's. Its project
+		// networks come from composebox's managed subnets.
 		"--iptables=false", "--ip6tables=false", "--ip-masq=false",
-		"--default-address-pool", fmt.Sprintf("base=10.217.%d.0/24,size=28", n),
 		"--storage-driver", "vfs",
 		"--containerd-namespace", "cbxdl" + strconv.Itoa(n),
 		"--containerd-plugins-namespace", "cbxdl" + strconv.Itoa(n) + "p",

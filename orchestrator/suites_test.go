@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
 
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/testutil"
@@ -137,6 +138,16 @@ func TestHarborTaskStartsExecsAndCleansUp(t *testing.T) {
 	}
 	if info.HostConfig.Memory != 1024<<20 || info.HostConfig.NanoCPUs != 1e9 {
 		t.Errorf("main limits: memory %d, nano cpus %d; want task.toml's 1024 MB and 1 CPU", info.HostConfig.Memory, info.HostConfig.NanoCPUs)
+	}
+	// task.toml says allow_internet = false: every network main is on is internal.
+	for name := range info.NetworkSettings.Networks {
+		n, err := o.Client().NetworkInspect(t.Context(), name, network.InspectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !n.Internal {
+			t.Errorf("main is on network %s, which has a route out; task.toml says allow_internet = false", name)
+		}
 	}
 	checkRemoved(t, o, s)
 }

@@ -164,6 +164,10 @@ func (o *Orchestrator) TaskInit(ctx context.Context, spec TaskSpec) (*Task, erro
 		return nil, fmt.Errorf("task init: %w", err)
 	}
 	t.name = taskName(spec, t.resolution)
+	if t.resolution.EgressOff {
+		// The task's own layout says it has no internet (Harbor's allow_internet = false).
+		t.policy.EgressOff = true
+	}
 	if err := t.init(ctx); err != nil {
 		t.stopLife()
 		t.removePrivateDir()
