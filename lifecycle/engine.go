@@ -38,9 +38,9 @@ type Engine struct {
 	subnets Subnets
 	pool    subnets.Pool
 	alloc   allocator
-	// out collects what compose writes to its own streams (it should write nothing: progress
-	// is quiet), so that nothing reaches the process's stdout or stderr.
-	out lockedBuffer
+	// out is compose's own output stream: its progress lines go to the Up in flight for their
+	// project, so that nothing reaches the process's stdout or stderr.
+	out progressSink
 }
 
 // Option configures an Engine.
@@ -51,11 +51,12 @@ func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
 
 var globalsOnce sync.Once
 
-// setGlobals sets the compose library's process-wide switches once: progress rendering off,
-// and its logrus warnings away from stderr. cmd/ may re-point logrus afterwards.
+// setGlobals sets the compose library's process-wide switches once: progress as JSON lines,
+// which only ever reach the engine's progressSink, and its logrus warnings away from stderr.
+// cmd/ may re-point logrus afterwards.
 func setGlobals() {
 	globalsOnce.Do(func() {
-		progress.Mode = progress.ModeQuiet
+		progress.Mode = progress.ModeJSON
 		logrus.SetOutput(io.Discard)
 	})
 }
@@ -110,8 +111,9 @@ func (e *Engine) Images() *images.Builder { return e.images }
 // Close releases the engine. The client passed to New stays open.
 func (e *Engine) Close() error { return nil }
 
-// Output is whatever the compose library wrote to its streams, for diagnostics.
-func (e *Engine) Output() string { return e.out.String() }
+// Output is the tail of what the compose library wrote to its streams other than progress
+// lines, for diagnostics.
+func (e *Engine) Output() string { return e.out.rest.String() }
 
 type lockedBuffer struct {
 	mu  sync.Mutex

@@ -22,6 +22,11 @@ type UpOptions struct {
 	// Wait configures the readiness checks of dependencies that must be healthy (or have
 	// completed) before their dependents start.
 	Wait WaitOptions
+	// OnProgress, if set, receives each step of each service's container as compose takes
+	// it: "creating", "created", "starting", "started" (others, such as "recreated", are
+	// possible). It is called synchronously from compose's goroutines, possibly from several at
+	// once, so it must be quick and must not block.
+	OnProgress func(service, status string)
 }
 
 // createTimeout bounds the create phase, which runs detached from the caller's context.
@@ -45,6 +50,9 @@ func (e *Engine) Up(ctx context.Context, p *types.Project, opts UpOptions) error
 	services := opts.Services
 	if len(services) == 0 {
 		services = p.ServiceNames()
+	}
+	if opts.OnProgress != nil {
+		defer e.out.subscribe(p.Name, p.ServiceNames(), opts.OnProgress)()
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancel()

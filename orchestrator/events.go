@@ -13,6 +13,9 @@ const (
 	EventSampleFailed  EventKind = "sample_failed"  // SampleInit failed (the sample is torn down)
 	EventSampleRemoved EventKind = "sample_removed" // Sample.Cleanup finished
 	EventServiceReady  EventKind = "service_ready"  // one service of a sample became ready
+	// EventServiceProgress: one service's container took a step while the sample started;
+	// Message is the step: creating, created, starting, started (or recreated, ...).
+	EventServiceProgress EventKind = "service_progress"
 	// EventAdapted: the sample's project was changed so that it can run beside other samples
 	// (Message says how: a container_name turned into an alias, a host port made ephemeral, ...).
 	EventAdapted EventKind = "adapted"
@@ -29,7 +32,8 @@ type Event struct {
 	Service  string
 	Duration time.Duration
 	Err      error
-	// Message describes the event in a sentence, where its kind alone does not (adapted).
+	// Message describes the event in a sentence, where its kind alone does not (adapted), or
+	// names the step (service_progress).
 	Message string
 }
 

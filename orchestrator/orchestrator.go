@@ -44,8 +44,10 @@ type Orchestrator struct {
 }
 
 type config struct {
-	log          *slog.Logger
-	observer     Observer
+	log      *slog.Logger
+	observer Observer
+	// observed: an observer was given, so per-service progress is worth collecting.
+	observed     bool
 	stateDir     string
 	policy       compose.Policy
 	defaultImage string
@@ -71,7 +73,12 @@ func WithLogger(l *slog.Logger) Option {
 // WithObserver receives every lifecycle Event. It is called synchronously from the goroutine
 // doing the work, so it must be quick.
 func WithObserver(o Observer) Option {
-	return func(c *config) error { c.observer = o; return nil }
+	return func(c *config) error {
+		if o != nil {
+			c.observer, c.observed = o, true
+		}
+		return nil
+	}
 }
 
 // WithStateDir sets where composebox keeps its state cache (default: $XDG_DATA_HOME/composebox,

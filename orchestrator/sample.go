@@ -172,7 +172,13 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 	if err := t.samplePolicy(s.project).RecheckHostPaths(p); err != nil {
 		return fail(err)
 	}
-	if err := t.o.engine.Up(ctx, p, lifecycle.UpOptions{Wait: wait}); err != nil {
+	var onProgress func(service, status string)
+	if t.o.cfg.observed {
+		onProgress = func(service, status string) {
+			t.o.emit(Event{Kind: EventServiceProgress, Task: t.name, Sample: id, Project: s.project, Service: service, Message: status, Duration: time.Since(start)})
+		}
+	}
+	if err := t.o.engine.Up(ctx, p, lifecycle.UpOptions{Wait: wait, OnProgress: onProgress}); err != nil {
 		return fail(err)
 	}
 	t.o.emit(Event{Kind: EventSampleStarted, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start)})

@@ -166,6 +166,14 @@ func TestOutputContractEveryVerb(t *testing.T) {
 				if (tc.name == "up" || tc.name == "run") && !strings.Contains(errOut, "composebox: default: healthy") {
 					t.Errorf("no progress line for the default service on stderr:\n%s", errOut)
 				}
+				// Each container's own steps come before its readiness.
+				if tc.name == "up" || tc.name == "run" {
+					created, started := strings.Index(errOut, "composebox: default: created"), strings.Index(errOut, "composebox: default: started")
+					healthy := strings.Index(errOut, "composebox: default: healthy")
+					if created < 0 || started < created || healthy < started {
+						t.Errorf("no created, started, healthy progress lines in order for the default service on stderr:\n%s", errOut)
+					}
+				}
 				if tc.name == "run" && !strings.Contains(errOut, "composebox: default: removed") {
 					t.Errorf("no removal progress line on stderr:\n%s", errOut)
 				}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,7 +16,8 @@ import (
 
 // Progress of up, run and cleanup goes to stderr, never stdout (that is the result's). On a
 // terminal it is a live table, one row per service (or per project, for cleanup) whose status
-// changes in place: building, built, starting, started, healthy, failed, removing, removed.
+// changes in place: building, built, pending, creating, created, starting, started, healthy,
+// failed, removing, removed.
 // Otherwise each change is one plain line, for logs. --progress picks a mode by hand.
 const (
 	progressAuto  = "auto"
@@ -28,6 +30,7 @@ const (
 const (
 	stBuilding = "building"
 	stBuilt    = "built"
+	stPending  = "pending"
 	stStarting = "starting"
 	stStarted  = "started"
 	stHealthy  = "healthy"
@@ -77,13 +80,25 @@ func isTerminal(w io.Writer) bool {
 }
 
 // set moves subject to status, with an optional detail, and renders the change.
-func (p *progress) set(subject, status, detail string) {
+func (p *progress) set(subject, status, detail string) { p.update(subject, status, detail, nil) }
+
+// setUnless moves subject to status unless its row is already in one of the statuses unless.
+func (p *progress) setUnless(subject, status string, unless ...string) {
+	if subject != "" && status != "" {
+		p.update(subject, status, "", unless)
+	}
+}
+
+func (p *progress) update(subject, status, detail string, unless []string) {
 	if p == nil || p.off {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r, ok := p.index[subject]
+	if ok && slices.Contains(unless, r.status) {
+		return
+	}
 	if !ok {
 		r = &progressRow{subject: subject}
 		p.index[subject] = r
@@ -123,7 +138,7 @@ func (p *progress) setAll(status, detail string, unless ...string) {
 	}
 	p.mu.Unlock()
 	for _, s := range subjects {
-		p.set(s, status, detail)
+		p.update(s, status, detail, unless)
 	}
 }
 
@@ -158,6 +173,10 @@ func (p *progress) observer() orchestrator.Observer {
 		switch e.Kind {
 		case orchestrator.EventImageBuilt:
 			p.set(e.Service, stBuilt, "image in "+dur)
+		case orchestrator.EventServiceProgress:
+			// A container's own step (creating, created, starting, started, ...), as compose
+			// takes it; a late one never takes a row back from its outcome.
+			p.setUnless(e.Service, e.Message, stHealthy, stFailed, stRemoving, stRemoved)
 		case orchestrator.EventSampleStarted:
 			p.setAll(stStarted, "", stHealthy, stFailed)
 		case orchestrator.EventServiceReady:
@@ -176,10 +195,11 @@ const taskRow = "task"
 // building shows the task being prepared, before TaskInit.
 func (p *progress) building() { p.set(taskRow, stBuilding, "") }
 
-// starting shows the task ready and one row per service of the sample about to start.
+// starting shows the task ready and one row per service of the sample about to start, each
+// pending until its container is created.
 func (p *progress) starting(task *orchestrator.Task) {
 	p.set(taskRow, stReady, task.Name())
 	for _, n := range task.Project().ServiceNames() {
-		p.set(n, stStarting, "")
+		p.set(n, stPending, "")
 	}
 }

@@ -11,17 +11,26 @@ import (
 )
 
 // sampleEvents is what the orchestrator reports for a two-service sample that builds one
-// image, starts, becomes healthy and is removed.
+// image, has each container created and started, becomes healthy and is removed.
 func sampleEvents(p *progress) {
 	obs := p.observer()
 	p.building()
 	obs(orchestrator.Event{Kind: orchestrator.EventImageBuilt, Service: "web", Duration: 1500 * time.Millisecond})
 	p.set(taskRow, stReady, "t")
 	for _, s := range []string{"default", "web"} {
-		p.set(s, stStarting, "")
+		p.set(s, stPending, "")
 	}
-	obs(orchestrator.Event{Kind: orchestrator.EventSampleStarted, Project: "t-1"})
+	step := func(service, msg string) {
+		obs(orchestrator.Event{Kind: orchestrator.EventServiceProgress, Project: "t-1", Service: service, Message: msg})
+	}
+	step("web", "created")
+	step("default", "created")
+	step("web", "starting")
+	step("web", "started")
 	obs(orchestrator.Event{Kind: orchestrator.EventServiceReady, Project: "t-1", Service: "web", Duration: time.Second})
+	step("web", "started") // late: web stays healthy
+	step("default", "starting")
+	obs(orchestrator.Event{Kind: orchestrator.EventSampleStarted, Project: "t-1"})
 	obs(orchestrator.Event{Kind: orchestrator.EventServiceReady, Project: "t-1", Service: "default", Duration: 2 * time.Second})
 	obs(orchestrator.Event{Kind: orchestrator.EventSampleRemoved, Project: "t-1"})
 }
@@ -34,11 +43,15 @@ func TestProgressPlainLines(t *testing.T) {
 		"composebox: task: building",
 		"composebox: web: built (image in 1.5s)",
 		"composebox: task: ready (t)",
-		"composebox: default: starting",
+		"composebox: default: pending",
+		"composebox: web: pending",
+		"composebox: web: created",
+		"composebox: default: created",
 		"composebox: web: starting",
 		"composebox: web: started",
-		"composebox: default: started",
 		"composebox: web: healthy (after 1s)",
+		"composebox: default: starting",
+		"composebox: default: started",
 		"composebox: default: healthy (after 2s)",
 		"composebox: web: removed",
 		"composebox: default: removed",
