@@ -8,6 +8,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -41,6 +42,10 @@ type Orchestrator struct {
 
 	prereqMu   sync.Mutex
 	prereqInfo *engine.Info
+
+	// pools are the tasks whose warm pool runs, which Close ends.
+	poolsMu sync.Mutex
+	pools   map[*Task]bool
 }
 
 type config struct {
@@ -183,12 +188,14 @@ func New(opts ...Option) (*Orchestrator, error) {
 // Client is the Engine API client the orchestrator uses.
 func (o *Orchestrator) Client() client.APIClient { return o.client }
 
-// Close releases the orchestrator's client (unless it was given with WithClient). It does not
-// remove any sample: call Cleanup on tasks and samples first.
+// Close releases the orchestrator's client (unless it was given with WithClient). It removes
+// no sample anyone holds (call Cleanup on tasks and samples first), only those still waiting in
+// the warm pool of a task that was not cleaned up, whose refills it ends.
 func (o *Orchestrator) Close() error {
+	perr := o.closePools()
 	err := o.engine.Close()
 	o.closeClient()
-	return err
+	return cmp.Or(perr, err)
 }
 
 func (o *Orchestrator) closeClient() {

@@ -11,10 +11,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/hashicorp/go-multierror"
 
 	"github.com/composebox/composebox/cleanup"
 	"github.com/composebox/composebox/cleanup/labels"
@@ -30,6 +34,12 @@ import (
 // nothing is run in it before it is taken. Refills use only start capacity that no SampleInit
 // is waiting for, under the same start limit and ramp, and back off on errors. The pool's
 // state is visible to any process through marker volumes (see tracking.MarkWarm).
+//
+// Taking from a pool that is not shared costs no daemon round trip: the pool's own lock makes
+// the take exclusive, the engine's event stream tells which waiting samples died (a take checks
+// with one listing while that stream is down), and the markers are written after SampleInit
+// returned. A shared pool can be taken from by other processes, so every take first wins the
+// atomic claim in the daemon.
 
 const (
 	// EventPoolRefused: the task cannot be pooled; Message says why. Its samples start cold.
@@ -81,6 +91,15 @@ type pool struct {
 	stopped    bool
 	// warmAt is when each ready sample's warm marker was in place (see reconcile).
 	warmAt map[string]time.Time
+	// joined is closed, and replaced, whenever a sample joins ready: a SampleInit waiting for a
+	// start slot takes it instead (see slotOrWarm).
+	joined chan struct{}
+
+	// shared lets other processes take the pool's samples (TaskSpec.SharePool).
+	shared bool
+	// watching is set while the engine's event stream reports the deaths of the pool's
+	// containers; a take checks that the sample still runs itself otherwise.
+	watching atomic.Bool
 }
 
 // reconcileEvery is how often a pool with ready samples checks that their warm markers are
@@ -120,8 +139,10 @@ func (t *Task) Prewarm(ctx context.Context, n int) error {
 	if p == nil {
 		// The refills outlive the caller's ctx: the pool lives until Task.Cleanup.
 		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		p = &pool{t: t, ctx: pctx, cancel: cancel, wake: make(chan struct{}, 1), done: make(chan struct{})}
+		p = &pool{t: t, ctx: pctx, cancel: cancel, wake: make(chan struct{}, 1), done: make(chan struct{}),
+			joined: make(chan struct{}), shared: t.spec.SharePool}
 		t.pool = p
+		t.o.addPool(t)
 		go p.run()
 	}
 	t.mu.Unlock()
@@ -164,6 +185,13 @@ func (t *Task) PoolStatus() PoolStatus {
 	return st
 }
 
+// readyNow reports whether a sample waits in the pool.
+func (p *pool) readyNow() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.ready) > 0
+}
+
 func (p *pool) nudge() {
 	select {
 	case p.wake <- struct{}{}:
@@ -179,6 +207,7 @@ func (p *pool) run() {
 		fills.Wait()
 		close(p.done)
 	}()
+	fills.Go(p.watch)
 	var timer *time.Timer
 	tick := time.NewTicker(reconcileEvery)
 	defer tick.Stop()
@@ -197,7 +226,9 @@ func (p *pool) run() {
 			case <-p.wake:
 			case <-after:
 			case <-tick.C:
-				p.reconcile()
+				if p.shared {
+					p.reconcile()
+				}
 			case <-p.ctx.Done():
 				return
 			}
@@ -226,9 +257,12 @@ func (p *pool) run() {
 func (p *pool) fill(slot *slot) {
 	t := p.t
 	s, err := t.startSample(p.ctx, SampleSpec{}, slot)
+	// After the sample joined the pool (or failed): see startSample.
+	defer func() { slot.release(outcomeOf(err)) }()
 	var markedAt time.Time
 	if err == nil {
-		if err = tracking.MarkWarm(p.ctx, t.o.client, s.project, t.name, s.id, t.o.owner, t.fingerprint()); err != nil {
+		if err = tracking.MarkWarm(p.ctx, t.o.client, s.project, t.name, s.id, t.o.owner, t.fingerprint(), p.shared); err != nil {
+			slot.release(outcomeOf(err)) // a removal is not a start
 			p.discard(s)
 		}
 		markedAt = time.Now()
@@ -243,6 +277,7 @@ func (p *pool) fill(slot *slot) {
 	case p.stopped || len(p.ready) >= p.target:
 		// Ended or shrunk while this one started: a pool never holds more than asked.
 		p.mu.Unlock()
+		slot.release(succeeded)
 		p.discard(s)
 		p.nudge()
 		return
@@ -253,6 +288,8 @@ func (p *pool) fill(slot *slot) {
 			p.warmAt = map[string]time.Time{}
 		}
 		p.warmAt[s.project] = markedAt
+		close(p.joined)
+		p.joined = make(chan struct{})
 	}
 	p.mu.Unlock()
 	p.nudge()
@@ -311,8 +348,9 @@ func (p *pool) discard(s *Sample) {
 }
 
 // takeWarm takes a ready sample from the pool for spec, or returns nil when there is none (or
-// the task is cleaned up): SampleInit then starts a cold one. The claim is atomic across
-// processes (tracking.Claim), and records spec's id on the sample for `ls` and `cleanup`.
+// the task is cleaned up): SampleInit then starts a cold one. The sample gets spec's id, which
+// its claim marker records for `ls` and `cleanup` in other processes: at once for a shared pool
+// (whose take must first win the claim, atomic across processes), after the return otherwise.
 func (t *Task) takeWarm(ctx context.Context, spec SampleSpec) *Sample {
 	t.mu.Lock()
 	p, closed := t.pool, t.closed
@@ -335,39 +373,129 @@ func (t *Task) takeWarm(ctx context.Context, spec SampleSpec) *Sample {
 		delete(p.warmAt, s.project)
 		p.mu.Unlock()
 		p.nudge()
-		id := spec.ID
-		if id == "" {
-			id = s.id
-		}
-		won, err := tracking.Claim(ctx, t.o.client, s.project, t.name, id, t.o.owner)
-		switch {
-		case !won && err == nil:
-			// Another process took it (or removed it): it is no longer this task's.
-			t.forget(s)
-			continue
-		case !won:
-			t.o.cfg.log.Warn("take pooled sample", "project", s.project, "err", err)
-			go p.discard(s)
-			return nil
-		case err != nil:
-			// Ours, but the record of the claim failed: `ls` shows the id it started with.
-			t.o.cfg.log.Warn("take pooled sample", "project", s.project, "err", err)
+		id := cmp.Or(spec.ID, s.id)
+		if p.shared {
+			won, err := tracking.Take(ctx, t.o.client, s.project)
+			switch {
+			case !won && err == nil:
+				// Another process took it (or removed it): it is no longer this task's.
+				t.forget(s)
+				continue
+			case !won:
+				t.o.cfg.log.Warn("take pooled sample", "project", s.project, "err", err)
+				go p.discard(s)
+				return nil
+			}
 		}
 		// It waited in the pool: make sure it still runs as it did when it became ready.
-		if err := t.stillRunning(ctx, s); err != nil {
-			t.o.cfg.log.Warn("pooled sample is no longer ready", "project", s.project, "err", err)
-			go p.discard(s)
-			continue
+		// The event stream says so for free; without it, one listing does.
+		if !p.watching.Load() {
+			if err := t.stillRunning(ctx, s); err != nil {
+				t.o.cfg.log.Warn("pooled sample is no longer ready", "project", s.project, "err", err)
+				go p.discard(s)
+				continue
+			}
 		}
 		s.id = id
+		s.recordTake(p.shared)
 		t.taken(s, start)
 		return s
 	}
 }
 
+// recordTake writes, after SampleInit returned, what tells other processes the sample was taken
+// and by whom: the claim marker (for a pool that is not shared, the removal of the warm marker
+// first) and the state cache's record. Cleanup and Detach wait for it (see settled), so no
+// marker is written behind a removal.
+func (s *Sample) recordTake(shared bool) {
+	t := s.task
+	done := make(chan struct{})
+	s.pending = done
+	go func() {
+		defer close(done)
+		ctx, cancel := teardownContext(t.life)
+		defer cancel()
+		if shared {
+			if err := tracking.RecordClaim(ctx, t.o.client, s.project, t.name, s.id, t.o.owner); err != nil {
+				// Ours, but unrecorded: `ls` shows the id it started with.
+				t.o.cfg.log.Warn("take pooled sample", "project", s.project, "err", err)
+			}
+		} else if won, err := tracking.Claim(ctx, t.o.client, s.project, t.name, s.id, t.o.owner); !won || err != nil {
+			// Nobody else takes from a pool that is not shared: the project was removed
+			// behind our back (`composebox cleanup PROJECT`), which the sample's calls report.
+			t.o.cfg.log.Warn("record the take of a pooled sample", "project", s.project, "won", won, "err", err)
+		}
+		_ = t.o.track(s)
+	}()
+}
+
+// settled waits until the sample's bookkeeping written in the background (see recordTake) is
+// done, or ctx ends.
+func (s *Sample) settled(ctx context.Context) {
+	if s.pending == nil {
+		return
+	}
+	select {
+	case <-s.pending:
+	case <-ctx.Done():
+	}
+}
+
+// slotOrWarm waits for a start slot for a cold SampleInit, unless a refill in flight comes up
+// first: then it takes that sample instead and returns it, with no slot. A SampleInit that
+// waits for a slot keeps the pool from starting more refills (they take only capacity nobody
+// waits for), so only those already started can come up. The wait for the slot keeps its place
+// in the queue throughout.
+func (t *Task) slotOrWarm(ctx context.Context, spec SampleSpec) (*slot, *Sample, error) {
+	t.mu.Lock()
+	p := t.pool
+	t.mu.Unlock()
+	if p == nil {
+		sl, err := t.o.starts.acquire(ctx)
+		return sl, nil, err
+	}
+	type acquired struct {
+		slot *slot
+		err  error
+	}
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	got := make(chan acquired, 1)
+	go func() {
+		sl, err := t.o.starts.acquire(actx)
+		got <- acquired{sl, err}
+	}()
+	for {
+		p.mu.Lock()
+		joined := p.joined
+		if p.filling == 0 {
+			joined = nil // nothing can come up: wait for the slot alone
+		}
+		p.mu.Unlock()
+		select {
+		case r := <-got:
+			// A refill releases its slot only after its sample joined the pool: take that
+			// sample rather than start another.
+			if r.err == nil && p.readyNow() {
+				if s := t.takeWarm(ctx, spec); s != nil {
+					r.slot.release(neutral)
+					return nil, s, nil
+				}
+			}
+			return r.slot, nil, r.err
+		case <-joined:
+			if s := t.takeWarm(ctx, spec); s != nil {
+				cancel()
+				// Granted meanwhile or not, the slot goes back to whoever waits next.
+				(<-got).slot.release(neutral)
+				return nil, s, nil
+			}
+		}
+	}
+}
+
 // taken records a sample SampleInit took from a pool.
 func (t *Task) taken(s *Sample, start time.Time) {
-	_ = t.o.track(s)
 	t.o.emit(Event{Kind: EventPoolTaken, Task: t.name, Sample: s.id, Project: s.project, Duration: time.Since(start)})
 	t.o.emit(Event{Kind: EventSampleHealthy, Task: t.name, Sample: s.id, Project: s.project, Duration: time.Since(start)})
 }
@@ -388,7 +516,7 @@ func (t *Task) takeShared(ctx context.Context, spec SampleSpec) *Sample {
 	}
 	fp := t.fingerprint()
 	for _, w := range warm {
-		if w.Fingerprint != fp || w.Owner == t.o.owner || tracking.OwnerStatus(w.Owner) != tracking.StatusAlive {
+		if !w.Shared || w.Fingerprint != fp || w.Owner == t.o.owner || tracking.OwnerStatus(w.Owner) != tracking.StatusAlive {
 			continue
 		}
 		id := cmp.Or(spec.ID, w.Sample)
@@ -410,6 +538,7 @@ func (t *Task) takeShared(ctx context.Context, spec SampleSpec) *Sample {
 		if err := t.register(s); err != nil {
 			return nil // cleaned up meanwhile: the cold path reports it
 		}
+		_ = t.o.track(s)
 		t.taken(s, start)
 		return s
 	}
@@ -445,15 +574,15 @@ func (t *Task) forget(s *Sample) {
 }
 
 // stopPool ends the refills and waits for them, before Task.Cleanup removes the samples: a
-// refill still starting would otherwise create containers behind the removal. The samples
-// that were waiting in the pool are then claimed back, so that one another process took in
-// the meantime is left to it; the rest are removed with the task's other samples.
-func (t *Task) stopPool(ctx context.Context) {
+// refill still starting would otherwise create containers behind the removal. It returns the
+// samples that were waiting in the pool and are still this task's: those of a shared pool are
+// claimed back first, so that one another process took in the meantime is left to it.
+func (t *Task) stopPool(ctx context.Context) []*Sample {
 	t.mu.Lock()
 	p := t.pool
 	t.mu.Unlock()
 	if p == nil {
-		return
+		return nil
 	}
 	p.mu.Lock()
 	first := !p.stopped
@@ -463,18 +592,141 @@ func (t *Task) stopPool(ctx context.Context) {
 	p.mu.Unlock()
 	if !first {
 		<-p.done
-		return
+		return nil
 	}
 	p.cancel()
 	<-p.done
+	t.o.removePool(t)
+	if !p.shared {
+		return ready
+	}
 	dctx, cancel := teardownContext(ctx)
 	defer cancel()
-	for _, s := range ready {
+	return slices.DeleteFunc(ready, func(s *Sample) bool {
 		won, err := tracking.Claim(dctx, t.o.client, s.project, t.name, s.id, t.o.owner)
 		if !won && err == nil {
 			t.forget(s)
+			return true
+		}
+		return false
+	})
+}
+
+// addPool and removePool keep the set of live pools, which Close ends.
+func (o *Orchestrator) addPool(t *Task) {
+	o.poolsMu.Lock()
+	defer o.poolsMu.Unlock()
+	if o.pools == nil {
+		o.pools = map[*Task]bool{}
+	}
+	o.pools[t] = true
+}
+
+func (o *Orchestrator) removePool(t *Task) {
+	o.poolsMu.Lock()
+	defer o.poolsMu.Unlock()
+	delete(o.pools, t)
+}
+
+// closePools ends every pool whose task was not cleaned up, and removes the samples waiting in
+// them: nobody can take them any more, and nothing else would remove them while this process
+// lives.
+func (o *Orchestrator) closePools() error {
+	o.poolsMu.Lock()
+	tasks := slices.Collect(maps.Keys(o.pools))
+	o.poolsMu.Unlock()
+	var errs *multierror.Error
+	for _, t := range tasks {
+		dctx, cancel := teardownContext(context.Background())
+		for _, s := range t.stopPool(dctx) {
+			if err := s.cleanup(dctx); err != nil {
+				errs = multierror.Append(errs, err)
+			}
+		}
+		cancel()
+	}
+	return errs.ErrorOrNil()
+}
+
+// watch follows the engine's events for the deaths of the pool's containers, and drops a
+// waiting sample whose container died: a take then never hands out a dead sample, without
+// asking the daemon. While the stream is down, takes check for themselves (see watching).
+func (p *pool) watch() {
+	t := p.t
+	f := filters.NewArgs(
+		filters.Arg("type", "container"),
+		filters.Arg("event", "die"),
+		filters.Arg("label", labels.LabelPool+"="+labels.PoolPooled),
+		filters.Arg("label", labels.LabelTask+"="+t.name),
+	)
+	backoff := refillBackoffMin
+	for p.ctx.Err() == nil {
+		// The daemon replays the events since the subscription's start, so a death while
+		// the stream was down is not missed; the second of slack covers clock granularity.
+		since := time.Now().Add(-time.Second)
+		sctx, cancel := context.WithCancel(p.ctx)
+		msgs, errs := t.o.client.Events(sctx, events.ListOptions{Filters: f, Since: fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond())})
+		if err := p.checkReady(); err == nil {
+			p.watching.Store(true)
+			backoff = refillBackoffMin
+		}
+	stream:
+		for {
+			select {
+			case m := <-msgs:
+				p.evict(m.Actor.Attributes[labels.ComposeProjectLabel], "a container died: "+m.Actor.Attributes["name"])
+			case err := <-errs:
+				if p.ctx.Err() == nil {
+					t.o.cfg.log.Debug("pool event stream ended", "task", t.name, "err", err)
+				}
+				break stream
+			}
+		}
+		p.watching.Store(false)
+		cancel()
+		select {
+		case <-p.ctx.Done():
+		case <-time.After(backoff):
+			backoff = min(2*backoff, refillBackoffMax)
 		}
 	}
+}
+
+// checkReady drops the waiting samples that no longer run, in one listing.
+func (p *pool) checkReady() error {
+	p.mu.Lock()
+	ready := slices.Clone(p.ready)
+	p.mu.Unlock()
+	for _, s := range ready {
+		if err := p.t.stillRunning(p.ctx, s); err != nil {
+			if p.ctx.Err() != nil {
+				return err
+			}
+			p.evict(s.project, err.Error())
+		}
+	}
+	return nil
+}
+
+// evict removes project from the samples waiting in the pool, if it is one, and discards it.
+func (p *pool) evict(project, why string) {
+	p.mu.Lock()
+	var gone *Sample
+	p.ready = slices.DeleteFunc(p.ready, func(s *Sample) bool {
+		if s.project == project {
+			gone = s
+			return true
+		}
+		return false
+	})
+	delete(p.warmAt, project)
+	p.mu.Unlock()
+	if gone == nil {
+		return
+	}
+	p.t.o.cfg.log.Warn("pooled sample is no longer ready", "project", project, "why", why)
+	p.discard(gone)
+	p.nudge()
 }
 
 // markPooled adds the pool marker to every container and network of a pooled sample.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 
 	"github.com/composebox/composebox/cleanup/labels"
@@ -31,6 +32,25 @@ func waitPool(t *testing.T, task *orchestrator.Task, what string, cond func(orch
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("pool of %s: %s not reached within a minute: %+v", task.Name(), what, st)
+		}
+		<-tick.C
+	}
+}
+
+// waitListed polls `ls` for the projects of task until cond holds, failing the test after a
+// minute: a take from a pool that is not shared records itself after SampleInit returned.
+func waitListed(t *testing.T, task, what string, cond func(map[string]tracking.Project) bool) map[string]tracking.Project {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		got := listed(t, task)
+		if cond(got) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ls of %s: %s not seen within a minute: %+v", task, what, got)
 		}
 		<-tick.C
 	}
@@ -101,10 +121,10 @@ func TestPoolTakeGivesWorkingSampleAndRefills(t *testing.T) {
 		t.Fatalf("exec in the peer: %v %+v", err, r)
 	}
 	// The id is recorded for other processes, and the sample is no longer warm.
-	p := listed(t, name)[s.Project()]
-	if p.Sample != "mine-1" || p.Pool != labels.PoolClaimed {
-		t.Fatalf("ls of the taken sample: sample %q pool %q, want mine-1 claimed", p.Sample, p.Pool)
-	}
+	waitListed(t, name, "the taken sample as mine-1, claimed", func(got map[string]tracking.Project) bool {
+		p := got[s.Project()]
+		return p.Sample == "mine-1" && p.Pool == labels.PoolClaimed
+	})
 
 	// The pool refills to 2, without the taken one.
 	waitPool(t, task, "refilled to 2", full(2))
@@ -155,12 +175,14 @@ func TestPoolRacingSampleInitsClaimEachSampleOnce(t *testing.T) {
 		t.Fatalf("pool_taken: %d", taken)
 	}
 	// Each claim marker names the one SampleInit that holds the sample.
-	got := listed(t, name)
-	for project, id := range byProject {
-		if p := got[project]; p.Sample != id {
-			t.Errorf("ls: %s records sample %q, held by %q", project, p.Sample, id)
+	waitListed(t, name, "every sample recorded with the id of its holder", func(got map[string]tracking.Project) bool {
+		for project, id := range byProject {
+			if got[project].Sample != id {
+				return false
+			}
 		}
-	}
+		return true
+	})
 
 	// The daemon-level claim is atomic across processes too: 20 claimers racing over 4 warm
 	// markers, each trying every marker in turn, win each marker exactly once.
@@ -170,7 +192,7 @@ func TestPoolRacingSampleInitsClaimEachSampleOnce(t *testing.T) {
 	for i := range 4 {
 		project := fmt.Sprintf("cbx-%s-m%d", task2, i)
 		projects = append(projects, project)
-		if err := tracking.MarkWarm(t.Context(), c, project, task2, "m", labels.SelfOwner(), "fp"); err != nil {
+		if err := tracking.MarkWarm(t.Context(), c, project, task2, "m", labels.SelfOwner(), "fp", true); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -261,6 +283,99 @@ func TestTaskCleanupRemovesWarmSamples(t *testing.T) {
 	}
 	if _, err := task.SampleInit(t.Context(), orchestrator.SampleSpec{}); err == nil {
 		t.Fatal("SampleInit after Task.Cleanup succeeded")
+	}
+}
+
+func TestPoolDropsASampleThatDiedWhileWaiting(t *testing.T) {
+	o, rec := newOrchestrator(t)
+	c := testutil.Docker(t)
+	name := uniqueTask("died")
+	task := taskInit(t, o, orchestrator.TaskSpec{Name: name, YAML: []byte(keepAlive), Warm: 1})
+	waitPool(t, task, "1 ready", full(1))
+	var victim string
+	for p := range listed(t, name) {
+		victim = p
+	}
+	// Its container dies behind the pool's back.
+	list, err := c.ContainerList(t.Context(), container.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labels.ComposeProjectLabel+"="+victim))})
+	if err != nil || len(list) != 1 {
+		t.Fatalf("containers of %s: %d (%v)", victim, len(list), err)
+	}
+	if err := c.ContainerKill(t.Context(), list[0].ID, "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	// The engine's event stream, not a take, tells the pool: it drops the dead sample and
+	// starts another before anyone asks.
+	waitPool(t, task, "refilled after the death", func(st orchestrator.PoolStatus) bool {
+		return st.Ready == 1 && rec.count(orchestrator.EventPoolWarm) == 2
+	})
+	waitListed(t, name, "the dead sample removed", func(got map[string]tracking.Project) bool {
+		_, still := got[victim]
+		return !still
+	})
+	s, err := task.SampleInit(t.Context(), orchestrator.SampleSpec{})
+	if s != nil {
+		t.Cleanup(func() { _ = s.Cleanup(context.Background()) })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Project() == victim || rec.count(orchestrator.EventPoolTaken) != 1 {
+		t.Fatalf("took %s (the dead one is %s), pool_taken %d", s.Project(), victim, rec.count(orchestrator.EventPoolTaken))
+	}
+	if r, err := s.Default().Exec(t.Context(), orchestrator.ExecRequest{Cmd: []string{"true"}}); err != nil || r.ExitCode != 0 {
+		t.Fatalf("exec in the sample taken after the death: %v %+v", err, r)
+	}
+}
+
+func TestSampleInitTakesARefillInFlight(t *testing.T) {
+	// One start slot, held by the refill: a SampleInit that finds the pool empty waits for it.
+	o, rec := newOrchestrator(t, orchestrator.WithLimits(orchestrator.Limits{Starts: 1}))
+	task := taskInit(t, o, orchestrator.TaskSpec{Name: uniqueTask("adopt"), YAML: []byte(twoServices), Warm: 1})
+	waitPool(t, task, "a refill in flight", func(st orchestrator.PoolStatus) bool { return st.Filling == 1 })
+	s, err := task.SampleInit(t.Context(), orchestrator.SampleSpec{ID: "adopter"})
+	if s != nil {
+		t.Cleanup(func() { _ = s.Cleanup(context.Background()) })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// It took the refill when it came up, rather than start a sample of its own after it.
+	var warm string
+	for _, e := range rec.snapshot() {
+		if e.Kind == orchestrator.EventPoolWarm && warm == "" {
+			warm = e.Project
+		}
+	}
+	if rec.count(orchestrator.EventPoolTaken) != 1 || s.Project() != warm {
+		t.Fatalf("SampleInit got %s; the refill in flight was %q; pool_taken %d, want the refill taken",
+			s.Project(), warm, rec.count(orchestrator.EventPoolTaken))
+	}
+	if s.ID() != "adopter" {
+		t.Fatalf("id %q, want adopter", s.ID())
+	}
+}
+
+func TestCloseEndsThePoolAndRemovesItsWaitingSamples(t *testing.T) {
+	o, _ := newOrchestrator(t)
+	c := testutil.Docker(t)
+	name := uniqueTask("closepool")
+	removeTaskProjects(t, c, name)
+	task, err := o.TaskInit(t.Context(), orchestrator.TaskSpec{Name: name, YAML: []byte(keepAlive), Warm: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPool(t, task, "2 ready", full(2))
+	// The caller forgets Task.Cleanup: Close still ends the refills and removes what the pool
+	// held, which nobody could take any more.
+	if err := o.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if n := testutil.Resources(t, c, labels.LabelTask+"="+name); n != 0 {
+		t.Fatalf("%d resources of the pool left after Close", n)
+	}
+	if st := task.PoolStatus(); st.Ready != 0 || st.Filling != 0 {
+		t.Fatalf("pool after Close: %+v", st)
 	}
 }
 

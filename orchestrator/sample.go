@@ -51,6 +51,9 @@ type Sample struct {
 	stopped map[string]stoppedService
 	// pooled says the sample was started for the task's warm pool.
 	pooled bool
+	// pending, when not nil, is closed once the bookkeeping of a take from the pool, written
+	// after SampleInit returned, is done (see recordTake).
+	pending chan struct{}
 
 	// cleanupMu serialises Cleanup calls; cleaned is set once one succeeded.
 	cleanupMu sync.Mutex
@@ -108,7 +111,9 @@ func (t *Task) SampleInit(ctx context.Context, spec SampleSpec) (*Sample, error)
 }
 
 // startSample starts a sample. A refill of the warm pool passes the start slot it already
-// holds (refills take only capacity no SampleInit waits for), and gets a pooled sample.
+// holds (refills take only capacity no SampleInit waits for), and gets a pooled sample; the
+// refill releases that slot itself once the sample is in the pool, so that a SampleInit waiting
+// for the slot finds the sample there (see slotOrWarm).
 func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (*Sample, error) {
 	start := time.Now()
 	ctx, leave, err := t.enter(ctx)
@@ -118,13 +123,19 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 	defer leave()
 	slot := refill
 	if slot == nil {
-		if slot, err = t.o.starts.acquire(ctx); err != nil {
+		var warm *Sample
+		if slot, warm, err = t.slotOrWarm(ctx, spec); err != nil {
 			return nil, fmt.Errorf("sample init %s: %w", t.name, err)
 		}
+		if warm != nil {
+			return warm, nil
+		}
 	}
-	// The slot is released with the start's outcome as soon as it is known, which steers the
-	// ramp; this only covers the returns before that.
-	defer slot.release(neutral)
+	if refill == nil {
+		// The slot is released with the start's outcome as soon as it is known, which steers
+		// the ramp; this only covers the returns before that.
+		defer slot.release(neutral)
+	}
 
 	short := compose.NewSampleID()
 	id := spec.ID
@@ -186,7 +197,9 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 	if err != nil {
 		return fail(err)
 	}
-	slot.release(succeeded)
+	if refill == nil {
+		slot.release(succeeded)
+	}
 	order, err := compose.ServiceOrder(p)
 	if err != nil {
 		return fail(err)
@@ -321,6 +334,7 @@ func (s *Sample) cleanup(dctx context.Context) error {
 		return nil
 	}
 	start := time.Now()
+	s.settled(dctx)
 	var errs *multierror.Error
 	if err := s.calls.stop(dctx); err != nil {
 		errs = multierror.Append(errs, err)

@@ -73,9 +73,14 @@ type TaskSpec struct {
 	// from TaskInit on, with start capacity no SampleInit is waiting for; SampleInit takes one
 	// when one is ready. Zero: no pool. See Task.Prewarm.
 	Warm int
+	// SharePool lets other processes' SampleInits (TakeShared) take from this task's pool.
+	// Sharing costs every take from the pool, this process's own included, one daemon round
+	// trip, the claim that is atomic across processes; a pool that is not shared is taken from
+	// in memory.
+	SharePool bool
 	// TakeShared lets SampleInit, when this task's own pool has nothing ready, take a ready
-	// sample from the warm pool another live process keeps for the same task (same name and
-	// configuration), such as `composebox up --warm N`.
+	// sample from the shared warm pool another live process keeps for the same task (same name
+	// and configuration), such as `composebox up --warm N`.
 	TakeShared bool
 }
 
@@ -386,7 +391,7 @@ func (t *Task) cleanup(dctx context.Context) error {
 	if t.cleaned {
 		return nil
 	}
-	t.stopPool(dctx)
+	_ = t.stopPool(dctx) // the samples it still held are the task's: removed below
 	t.mu.Lock()
 	t.closed = true
 	t.mu.Unlock()

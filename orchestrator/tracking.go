@@ -120,6 +120,8 @@ func (s *Sample) Detach(ctx context.Context) error {
 	if s.task != nil {
 		task, config = s.task.name, configOf(s.task.resolution)
 	}
+	// The take's own record comes first, or it would overwrite the state cache's record below.
+	s.settled(ctx)
 	if err := tracking.MarkDetached(ctx, o.client, s.project, task, s.id); err != nil {
 		return fmt.Errorf("detach sample %s: %w", s.id, err)
 	}

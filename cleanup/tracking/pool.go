@@ -28,6 +28,11 @@ import (
 //   - the winner then records itself in a claim marker (LabelPool=claimed) carrying the sample
 //     id the caller chose and the claimer's owner, which List reports as the project's sample.
 //
+// Only a shared pool's samples may be taken by other processes (the warm marker says so). A
+// pool that is not shared has one taker, its keeper, which takes in memory and writes both
+// steps afterwards, off the caller's path: the markers then only tell other processes what
+// happened.
+//
 // Both markers carry the project's labels, so RemoveProject removes them with the project, and
 // the owner label, so a dead owner's pool is stale like any other sample.
 
@@ -38,23 +43,42 @@ func WarmVolume(project string) string { return project + "_cbx-warm" }
 func ClaimVolume(project string) string { return project + "_cbx-claim" }
 
 // MarkWarm puts project in its task's pool: a ready sample free to take. fingerprint names the
-// task's configuration, so that only a task of the same configuration takes it.
-func MarkWarm(ctx context.Context, c client.APIClient, project, task, sample, owner, fingerprint string) error {
+// task's configuration, so that only a task of the same configuration takes it; shared lets
+// other processes take it.
+func MarkWarm(ctx context.Context, c client.APIClient, project, task, sample, owner, fingerprint string, shared bool) error {
 	lbl := markerLabels(project, task, sample, owner, labels.PoolWarm)
 	lbl[labelPoolConfig] = fingerprint
+	if shared {
+		lbl[labelPoolShared] = "true"
+	}
 	if _, err := c.VolumeCreate(ctx, volume.CreateOptions{Name: WarmVolume(project), Labels: lbl}); err != nil {
 		return fmt.Errorf("mark %s warm: create marker volume: %w", project, err)
 	}
 	return nil
 }
 
-// labelPoolConfig is the warm marker's fingerprint of the task configuration.
-const labelPoolConfig = "dev.composebox.pool.config"
+// Labels of the warm marker: the fingerprint of the task configuration, and whether other
+// processes may take the sample.
+const (
+	labelPoolConfig = "dev.composebox.pool.config"
+	labelPoolShared = "dev.composebox.pool.shared"
+)
 
-// Claim takes project out of the pool for sample, on behalf of owner. It reports false, with
-// no error, when the project was not free: someone else took it first, or it is gone. Exactly
-// one of any number of concurrent claims of one project wins.
+// Claim takes project out of the pool for sample, on behalf of owner, and records the claim
+// (Take, then RecordClaim). It reports false, with no error, when the project was not free:
+// someone else took it first, or it is gone. Exactly one of any number of concurrent claims of
+// one project wins.
 func Claim(ctx context.Context, c client.APIClient, project, task, sample, owner string) (bool, error) {
+	won, err := Take(ctx, c, project)
+	if !won || err != nil {
+		return won, err
+	}
+	return true, RecordClaim(ctx, c, project, task, sample, owner)
+}
+
+// Take is the atomic step of a claim: it removes project's warm marker, and reports false, with
+// no error, when there was none to remove.
+func Take(ctx context.Context, c client.APIClient, project string) (bool, error) {
 	err := c.VolumeRemove(ctx, WarmVolume(project), false)
 	switch {
 	case errdefs.IsNotFound(err):
@@ -62,11 +86,16 @@ func Claim(ctx context.Context, c client.APIClient, project, task, sample, owner
 	case err != nil:
 		return false, fmt.Errorf("claim %s: remove warm marker: %w", project, err)
 	}
+	return true, nil
+}
+
+// RecordClaim records who took project: the sample id its taker chose, and the taker's owner.
+func RecordClaim(ctx context.Context, c client.APIClient, project, task, sample, owner string) error {
 	lbl := markerLabels(project, task, sample, owner, labels.PoolClaimed)
 	if _, err := c.VolumeCreate(ctx, volume.CreateOptions{Name: ClaimVolume(project), Labels: lbl}); err != nil {
-		return true, fmt.Errorf("claim %s: record the claim: %w", project, err)
+		return fmt.Errorf("claim %s: record the claim: %w", project, err)
 	}
-	return true, nil
+	return nil
 }
 
 // WarmProject is a ready sample in some process's pool, as its warm marker describes it.
@@ -76,7 +105,9 @@ type WarmProject struct {
 	Sample      string
 	Owner       string
 	Fingerprint string
-	Created     time.Time
+	// Shared says processes other than Owner may take it.
+	Shared  bool
+	Created time.Time
 }
 
 // WarmProjects lists the free pooled samples of task, oldest first.
@@ -92,7 +123,7 @@ func WarmProjects(ctx context.Context, c client.APIClient, task string) ([]WarmP
 		created, _ := time.Parse(time.RFC3339Nano, v.Labels[labels.LabelCreated])
 		out = append(out, WarmProject{
 			Project: v.Labels[labels.ComposeProjectLabel], Task: task, Sample: v.Labels[labels.LabelSample],
-			Owner: v.Labels[labels.LabelOwner], Fingerprint: v.Labels[labelPoolConfig], Created: created,
+			Owner: v.Labels[labels.LabelOwner], Fingerprint: v.Labels[labelPoolConfig], Shared: v.Labels[labelPoolShared] == "true", Created: created,
 		})
 	}
 	sortWarm(out)

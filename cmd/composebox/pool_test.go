@@ -41,7 +41,7 @@ func TestHelperPoolOwner(t *testing.T) {
 	if err != nil {
 		fail(err)
 	}
-	task, err := o.TaskInit(ctx, orchestrator.TaskSpec{Name: os.Getenv(poolHelperTaskEnv), Path: filepath.Join(dir, "task"), Warm: 2})
+	task, err := o.TaskInit(ctx, orchestrator.TaskSpec{Name: os.Getenv(poolHelperTaskEnv), Path: filepath.Join(dir, "task"), Warm: 2, SharePool: true})
 	if err != nil {
 		fail(err)
 	}

@@ -93,7 +93,7 @@ func runUp(cmd *cobra.Command, g *globals, path string, opts upOptions) error {
 	if opts.Warm < 0 {
 		return usageError{fmt.Errorf("up: --warm %d: must not be negative", opts.Warm)}
 	}
-	spec.Warm, spec.TakeShared = opts.Warm, !opts.Cold
+	spec.Warm, spec.SharePool, spec.TakeShared = opts.Warm, opts.Warm > 0, !opts.Cold
 	task, err := o.TaskInit(ctx, spec)
 	if err != nil {
 		return err
