@@ -49,6 +49,19 @@ func SampleVariables(p *types.Project) []string {
 	return strings.Split(p.Environment[SampleVariablesEnv], ",")
 }
 
+// Poolable reports whether samples of a project loaded by Load can be started in advance, and
+// why not. A sample whose files reference per-sample variables is loaded with its own values,
+// so no sample started before it is asked for can stand in for it. The reason is worded once
+// here so that the orchestrator, doctor and config say the same thing.
+func Poolable(p *types.Project) (bool, string) {
+	vars := SampleVariables(p)
+	if len(vars) == 0 {
+		return true, ""
+	}
+	return false, fmt.Sprintf("its files reference per-sample variables (%s): each sample is loaded with its own values",
+		strings.Join(vars, ", "))
+}
+
 var reVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // environment assembles the interpolation variables of a load, before the per-sample ones.

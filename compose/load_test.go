@@ -277,6 +277,21 @@ func TestLoadSampleVariables(t *testing.T) {
 	}
 }
 
+// A project is poolable unless its files reference per-sample variables; the reason names them.
+func TestPoolable(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"compose.yaml": "services:\n  default:\n    image: busybox\n    environment: {P: \"${COMPOSE_PROJECT_NAME}\", L: \"${SAMPLE_METADATA_LEVEL}\"}\n"})
+	ok, why := Poolable(mustLoad(t, dir, LoadOptions{Name: "cbx-t-1"}))
+	want := "its files reference per-sample variables (COMPOSE_PROJECT_NAME, SAMPLE_METADATA_LEVEL): each sample is loaded with its own values"
+	if ok || why != want {
+		t.Errorf("Poolable = %v, %q; want false, %q", ok, why, want)
+	}
+	writeFiles(t, dir, map[string]string{"compose.yaml": "services:\n  default:\n    image: busybox\n"})
+	if ok, why := Poolable(mustLoad(t, dir, LoadOptions{})); !ok || why != "" {
+		t.Errorf("Poolable = %v, %q for a file that references no per-sample variable; want true, \"\"", ok, why)
+	}
+}
+
 func TestLoadGenerated(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"app.Dockerfile": "FROM scratch\n", "sub/": ""})

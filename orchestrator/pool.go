@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,11 +110,7 @@ const reconcileEvery = 500 * time.Millisecond
 // and log paths) is loaded with its own values, so no sample started in advance can stand in
 // for it.
 func (t *Task) Poolable() (bool, string) {
-	if !t.perSample {
-		return true, ""
-	}
-	return false, fmt.Sprintf("its files reference per-sample variables (%s): each sample is loaded with its own values",
-		strings.Join(compose.SampleVariables(t.project), ", "))
+	return compose.Poolable(t.project)
 }
 
 // Prewarm keeps n ready samples of the task from now on (n = 0 ends the pool), started in the

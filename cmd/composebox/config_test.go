@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -114,5 +115,42 @@ func TestConfigUsage(t *testing.T) {
 	code, _, errOut := runConfigCLI(t, "config", "a", "b")
 	if code != exitUsage || !strings.HasPrefix(errOut, "composebox: usage: ") {
 		t.Errorf("config a b: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// config says whether a warm pool can keep samples of the task: "pool" in the JSON, and a
+// comment at the top of the YAML when it cannot, with the reason naming the variables.
+func TestConfigPool(t *testing.T) {
+	reason := "its files reference per-sample variables (SAMPLE_METADATA_DOCKER_IMAGE): each sample is loaded with its own values"
+	for _, tc := range []struct {
+		name string
+		args []string
+		want map[string]any
+	}{
+		{"metadata", []string{filepath.Join("..", "..", "testdata", "projects", "suites", "inspect-sample-metadata"), "--metadata", "docker_image=base"},
+			map[string]any{"poolable": false, "reason": reason}},
+		{"multi-service", []string{filepath.Join("..", "..", "testdata", "projects", "multi-service")}, map[string]any{"poolable": true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runConfigCLI(t, append([]string{"config", "--json"}, tc.args...)...)
+			var doc struct {
+				Pool     map[string]any `json:"pool"`
+				Services map[string]any `json:"services"`
+			}
+			if code != exitOK || json.Unmarshal([]byte(out), &doc) != nil || len(doc.Services) == 0 {
+				t.Fatalf("config --json: exit %d\n%s%s", code, out, errOut)
+			}
+			if !reflect.DeepEqual(doc.Pool, tc.want) {
+				t.Errorf("pool = %v, want %v", doc.Pool, tc.want)
+			}
+			code, out, errOut = runConfigCLI(t, append([]string{"config"}, tc.args...)...)
+			if code != exitOK {
+				t.Fatalf("config: exit %d\n%s", code, errOut)
+			}
+			comment := "# warm pools: no: " + reason + "\n"
+			if poolable := tc.want["poolable"] == true; poolable == strings.HasPrefix(out, comment) || (poolable && strings.Contains(out, "warm pools")) {
+				t.Errorf("YAML of a task with poolable=%v starts:\n%.300s", poolable, out)
+			}
+		})
 	}
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/composebox/composebox/compose"
 	"github.com/composebox/composebox/internal/engine"
 	"github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/internal/images"
@@ -21,20 +23,40 @@ type doctorOptions struct {
 func newDoctorCmd(g *globals) *cobra.Command {
 	var opts doctorOptions
 	cmd := &cobra.Command{
-		Use:   "doctor",
+		Use:   "doctor [PATH]",
 		Short: "Check that this machine can run composebox",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runDoctor(cmd, g, opts)
+		Long: `Checks that this machine can run composebox: the daemon, its API version, the storage driver,
+the base image, free networks per address pool, disk, and the policy in force. One line per
+check, [pass], [warn] or [fail]; the exit status is 0 only when nothing failed.
+
+With PATH (or -f), the task is also checked, resolved and loaded as 'composebox config' does
+with the same task flags, without building or starting anything: "task" says whether it loads
+and passes the policy (fail with every problem otherwise), and "pool" whether a warm pool can
+keep samples of it (warn with the reason when not: its files reference per-sample variables).`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := ""
+			if len(args) == 1 {
+				path = args[0]
+			}
+			return runDoctor(cmd, g, path, opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Build, "build", false, "build the base image first if it is missing")
-	opts.flags.registerPolicy(cmd.Flags())
+	opts.flags.register(cmd.Flags())
 	return cmd
 }
 
-func runDoctor(cmd *cobra.Command, g *globals, opts doctorOptions) error {
+func runDoctor(cmd *cobra.Command, g *globals, path string, opts doctorOptions) error {
 	ctx := cmd.Context()
+	var tasks []prereqs.Check
+	if path != "" || len(opts.flags.Files) > 0 {
+		// A command line that cannot be understood is a usage error, not a failed check.
+		if _, err := opts.flags.loadOptions(); err != nil {
+			return err
+		}
+		tasks = taskChecks(ctx, g, path, &opts.flags)
+	}
 	if opts.Build {
 		if c, _, err := engine.Connect(ctx, 0); err == nil {
 			_, berr := images.NewBuilder(c).Base(ctx)
@@ -55,6 +77,13 @@ func runDoctor(cmd *cobra.Command, g *globals, opts doctorOptions) error {
 	}
 	r := prereqs.Doctor(ctx, prereqs.Options{Extra: []prereqs.Check{policy},
 		Subnets: prereqs.SubnetOptions{Disabled: sn.Disabled, Pool: sn.Pool, Bits: sn.Bits}})
+	// The task's checks need no daemon, so they are reported even when it does not answer.
+	for _, c := range tasks {
+		r.Checks = append(r.Checks, c)
+		if c.Status == prereqs.Fail {
+			r.OK = false
+		}
+	}
 	g.setResult(r, func(w io.Writer) error {
 		for _, c := range r.Checks {
 			if _, err := fmt.Fprintln(w, c); err != nil {
@@ -80,4 +109,23 @@ func doctorFailed(r prereqs.Report) error {
 		}
 	}
 	return errdefs.New(errdefs.ErrPrerequisite, "doctor: failed checks: "+strings.Join(failed, ", "))
+}
+
+// taskChecks load the task as config does: "task" says whether it loads and passes the policy,
+// "pool" whether a warm pool can keep its samples. A task that does not load has no pool check:
+// what its files reference is not known.
+func taskChecks(ctx context.Context, g *globals, arg string, flags *taskFlags) []prereqs.Check {
+	name, _ := flags.path(arg)
+	proj, _, err := loadTask(ctx, g, arg, "", flags)
+	if err != nil {
+		return []prereqs.Check{{Name: "task", Status: prereqs.Fail, Detail: errorKind(err) + ": " + strings.TrimSpace(err.Error())}}
+	}
+	checks := []prereqs.Check{{Name: "task", Status: prereqs.Pass,
+		Detail: fmt.Sprintf("%s loads and passes the policy (services: %s)", name, strings.Join(proj.ServiceNames(), ", "))}}
+	if ok, why := compose.Poolable(proj); ok {
+		checks = append(checks, prereqs.Check{Name: "pool", Status: prereqs.Pass, Detail: "warm pools: yes"})
+	} else {
+		checks = append(checks, prereqs.Check{Name: "pool", Status: prereqs.Warn, Detail: "warm pools: no, the task cannot be pooled: " + why})
+	}
+	return checks
 }

@@ -13,11 +13,11 @@ import (
 	"github.com/composebox/composebox/orchestrator"
 )
 
-// taskFlags are the flags config, up and run share: how a task's project is found and tailored
-// (as a runner passes them: the files, profiles, sample metadata, the default service, an agent
-// service and image replacements), the security policy its files must pass, and the variables
-// their interpolation may read. Nothing else of composebox's own environment reaches a compose
-// file.
+// taskFlags are the flags config, doctor, up and run share: how a task's project is found and
+// tailored (as a runner passes them: the files, profiles, sample metadata, the default service,
+// an agent service and image replacements), the security policy its files must pass, and the
+// variables their interpolation may read. Nothing else of composebox's own environment reaches a
+// compose file.
 type taskFlags struct {
 	Files      []string
 	Profiles   []string
@@ -136,7 +136,7 @@ func (f *taskFlags) loadOptions() (compose.LoadOptions, error) {
 	}, nil
 }
 
-// registerPolicy registers the policy flags alone (doctor shows the policy they make).
+// registerPolicy registers the policy flags (doctor shows the policy they make).
 func (f *taskFlags) registerPolicy(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.Allow, "allow", nil, "opt in to KIND, denied by default (repeatable): "+strings.Join(compose.AllowKinds(), ", "))
 	fs.StringArrayVar(&f.AllowCaps, "allow-cap", nil, "allow this capability in cap_add beyond Docker's default set (repeatable; ALL for any)")
