@@ -49,11 +49,14 @@ demo: docker build
 bench:
 	@bench/run.sh $(BENCH_FLAGS)
 
-# The warm pool benchmark: 16 workers, 100 samples, cold against a pool of 8, side by side in one
-# run (a few minutes), written into bench/RESULTS.md's warm pool section. A smoke run:
+# The warm pool benchmark, cold against a pool of 8, side by side in each run (about 13 minutes
+# in all), written into bench/RESULTS.md's warm pool sections: 16 workers and 100 samples with
+# 2 s of agent time, which saturates 2 cores; then 4 workers and 40 samples with 10 s, which
+# leaves start capacity idle. A smoke run:
 #   make bench-pool POOL_FLAGS='-n 20 -out='
 bench-pool:
 	go run ./bench/pool -out bench/RESULTS.md $(POOL_FLAGS)
+	go run ./bench/pool -out bench/RESULTS.md -section bench-pool-idle -n 40 -workers 4 -agent 10s $(POOL_FLAGS)
 
 # The server and the Python client against the Go library, side by side in one run (a few
 # minutes): exec latency (and `docker exec` from Python), 32 execs at once, a 10 MiB file each

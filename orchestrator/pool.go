@@ -43,7 +43,8 @@ import (
 const (
 	// EventPoolRefused: the task cannot be pooled; Message says why. Its samples start cold.
 	EventPoolRefused EventKind = "pool_refused"
-	// EventPoolWarm: a pooled sample is ready and waits in the pool.
+	// EventPoolWarm: a pooled sample is ready and joins the pool (a pool ended or lowered
+	// meanwhile removes it again).
 	EventPoolWarm EventKind = "pool_warm"
 	// EventPoolTaken: SampleInit took a sample from the pool (Duration: how long it took).
 	EventPoolTaken EventKind = "pool_taken"
@@ -255,10 +256,15 @@ func (p *pool) fill(slot *slot) {
 	// After the sample joined the pool (or failed): see startSample.
 	defer func() { slot.release(outcomeOf(err)) }()
 	var markedAt time.Time
+	var id, project string // read before the sample joins the pool, where a take may rename it
 	if err == nil {
+		id, project = s.id, s.project
 		if err = tracking.MarkWarm(p.ctx, t.o.client, s.project, t.name, s.id, t.o.owner, t.fingerprint(), p.shared); err != nil {
 			slot.release(outcomeOf(err)) // a removal is not a start
 			p.discard(s)
+		} else {
+			// Before it joins, so that no observer sees it taken before it was warm.
+			t.o.emit(Event{Kind: EventPoolWarm, Task: t.name, Sample: id, Project: project})
 		}
 		markedAt = time.Now()
 	}
@@ -292,9 +298,7 @@ func (p *pool) fill(slot *slot) {
 		if p.ctx.Err() == nil {
 			t.o.emit(Event{Kind: EventPoolRefillFailed, Task: t.name, Err: err})
 		}
-		return
 	}
-	t.o.emit(Event{Kind: EventPoolWarm, Task: t.name, Sample: s.id, Project: s.project})
 }
 
 // reconcile forgets the ready samples whose warm marker is gone: another process took them.
@@ -391,8 +395,11 @@ func (t *Task) takeWarm(ctx context.Context, spec SampleSpec) *Sample {
 				continue
 			}
 		}
+		// Under the sample's cleanup lock: a Task.Cleanup racing this take reads both.
+		s.cleanupMu.Lock()
 		s.id = id
 		s.recordTake(p.shared)
+		s.cleanupMu.Unlock()
 		t.taken(s, start)
 		return s
 	}

@@ -225,6 +225,14 @@ func oneSample(ctx context.Context, task *orchestrator.Task, id string, agent ti
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
+// num prints a figure with two decimals when it is small, none otherwise.
+func num(v float64) string {
+	if v < 10 {
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
 // cpu is the host's CPU time so far, from /proc/stat: all of it, and the idle part.
 type cpu struct{ total, idle float64 }
 
@@ -281,20 +289,23 @@ func render(o options, rs []*sideResult, began time.Time, took time.Duration) st
 	fmt.Fprintf(&b, "| metric | cold | pool of %d | pool / cold | goal |\n|---|---:|---:|---:|---|\n", o.Pool)
 	row := func(name string, c, p float64, unit, goal string) {
 		ratio := "–"
-		if c > 0 {
+		switch {
+		case c > 0 && p/c < 0.01:
+			ratio = "< 0.01×"
+		case c > 0:
 			ratio = fmt.Sprintf("%.2f×", p/c)
 		}
-		fmt.Fprintf(&b, "| %s | %.0f %s | %.0f %s | %s | %s |\n", name, c, unit, p, unit, ratio, goal)
+		fmt.Fprintf(&b, "| %s | %s %s | %s %s | %s | %s |\n", name, num(c), unit, num(p), unit, ratio, goal)
 	}
 	row("time to ready, p50", percentile(cold.ReadyMS, 50), percentile(pool.ReadyMS, 50), "ms", "≤ 50 ms from the pool")
 	row("time to ready, p95", percentile(cold.ReadyMS, 95), percentile(pool.ReadyMS, 95), "ms", "")
-	fmt.Fprintf(&b, "| time to ready of pool hits, p50 / p95 | – | %.2f / %.2f ms | – | ≤ 50 ms |\n", percentile(pool.HitMS, 50), percentile(pool.HitMS, 95))
+	fmt.Fprintf(&b, "| time to ready of pool hits, p50 / p95 | – | %s / %s ms | – | ≤ 50 ms |\n", num(percentile(pool.HitMS, 50)), num(percentile(pool.HitMS, 95)))
 	row("wall time", cold.Wall.Seconds(), pool.Wall.Seconds(), "s", "≤ 0.8× cold")
 	// When the host is saturated, samples leave at the rate the daemon starts them, and the
 	// pool saves the starts it made before the clock: the wall time can then fall to about
 	// (N - hits)/N of cold, no lower.
 	fmt.Fprintf(&b, "| host CPU busy during the run | %.0f%% | %.0f%% | – | |\n", 100*cold.CPUBusy, 100*pool.CPUBusy)
-	if pool.Done > 0 {
+	if pool.Done > 0 && pool.CPUBusy >= 0.9 {
 		fmt.Fprintf(&b, "| bound on a saturated host, (N − hits) / N | – | – | %.2f× | |\n", float64(pool.Done-pool.Hits)/float64(pool.Done))
 	}
 	fmt.Fprintf(&b, "| SampleInits served by the pool | – | %d of %d | – | |\n", pool.Hits, pool.Done)
