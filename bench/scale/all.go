@@ -221,24 +221,28 @@ func percentile(xs []float64, p float64) float64 {
 }
 
 // keptSections is what a rewrite of path keeps of it: the sections other benchmarks write into
-// the same file, which this one did not measure: `make bench-pool`'s between its markers, and
-// `make bench-api`'s from its heading to the end of the file (or the pool's markers).
+// the same file, which this one did not measure. They come after this one's: `make
+// bench-pool`'s (its heading, its runs between their markers, and their reading) and `make
+// bench-api`'s; everything from the first of them to the end of the file is kept.
 func keptSections(path string) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}
-	s, kept := string(b), ""
-	const begin, end = "<!-- bench-pool:begin -->", "<!-- bench-pool:end -->"
-	if i, j := strings.Index(s, begin), strings.Index(s, end); i >= 0 && j > i {
-		kept += "\n" + s[i:j+len(end)] + "\n"
-		s = s[:i] + s[j+len(end):]
+	s, first := string(b), -1
+	for _, head := range []string{poolSection, "<!-- bench-pool", apiSection} {
+		if i := strings.Index(s, "\n"+head); i >= 0 && (first < 0 || i < first) {
+			first = i
+		}
 	}
-	if i := strings.Index(s, "\n"+apiSection); i >= 0 {
-		kept += "\n" + strings.TrimRight(s[i+1:], "\n") + "\n"
+	if first < 0 {
+		return ""
 	}
-	return kept
+	return "\n" + strings.TrimRight(s[first+1:], "\n") + "\n"
 }
+
+// poolSection heads the section `make bench-pool` writes into the same results file.
+const poolSection = "## Warm pools"
 
 // apiSection heads the section `make bench-api` writes into the same results file.
 const apiSection = "## Server and Python client\n"

@@ -111,6 +111,13 @@ func TestKeptSections(t *testing.T) {
 	if got := keptSections(p); got != want {
 		t.Fatalf("both sections: got %q, want %q", got, want)
 	}
+	// The pool's own heading, its runs between markers and their reading, all in order.
+	pool := "## Warm pools (`make bench-pool`)\n\nintro\n\n<!-- bench-pool:begin -->\na\n<!-- bench-pool:end -->\n\n" +
+		"<!-- bench-pool-idle:begin -->\nb\n<!-- bench-pool-idle:end -->\n\n**Reading it.** c\n\n## Server and Python client\n\ny\n"
+	write("# r\n\n## Results\n\nx\n\n" + pool)
+	if got := keptSections(p); got != "\n"+pool {
+		t.Fatalf("pool heading, runs and reading: got %q, want %q", got, "\n"+pool)
+	}
 	write("# r\n\n## Results\n")
 	if got := keptSections(p); got != "" {
 		t.Fatalf("no section: got %q, want empty", got)
