@@ -169,9 +169,7 @@ func (t *Task) prewarmFromSpec(ctx context.Context, n int) {
 func (t *Task) PoolStatus() PoolStatus {
 	ok, why := t.Poolable()
 	st := PoolStatus{Poolable: ok, Reason: why}
-	t.mu.Lock()
-	p := t.pool
-	t.mu.Unlock()
+	p := t.currentPool()
 	if p == nil {
 		return st
 	}
@@ -179,6 +177,13 @@ func (t *Task) PoolStatus() PoolStatus {
 	defer p.mu.Unlock()
 	st.Target, st.Ready, st.Filling, st.Failures = p.target, len(p.ready), p.filling, p.failures
 	return st
+}
+
+// currentPool is the task's pool, nil before Prewarm.
+func (t *Task) currentPool() *pool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pool
 }
 
 // readyNow reports whether a sample waits in the pool.
@@ -449,9 +454,7 @@ func (s *Sample) settled(ctx context.Context) {
 // waits for), so only those already started can come up. The wait for the slot keeps its place
 // in the queue throughout.
 func (t *Task) slotOrWarm(ctx context.Context, spec SampleSpec) (*slot, *Sample, error) {
-	t.mu.Lock()
-	p := t.pool
-	t.mu.Unlock()
+	p := t.currentPool()
 	if p == nil {
 		sl, err := t.o.starts.acquire(ctx)
 		return sl, nil, err
@@ -580,9 +583,7 @@ func (t *Task) forget(s *Sample) {
 // samples that were waiting in the pool and are still this task's: those of a shared pool are
 // claimed back first, so that one another process took in the meantime is left to it.
 func (t *Task) stopPool(ctx context.Context) []*Sample {
-	t.mu.Lock()
-	p := t.pool
-	t.mu.Unlock()
+	p := t.currentPool()
 	if p == nil {
 		return nil
 	}

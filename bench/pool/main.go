@@ -22,12 +22,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/composebox/composebox/bench/internal/stats"
 	"github.com/composebox/composebox/orchestrator"
 )
 
@@ -264,17 +264,6 @@ func (c cpu) busySince(c0 cpu) float64 {
 	return 0
 }
 
-// percentile is the nearest-rank p-th percentile of xs.
-func percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	i := int(float64(len(s))*p/100+0.999999) - 1
-	return s[max(0, min(i, len(s)-1))]
-}
-
 func render(o options, rs []*sideResult, began time.Time, took time.Duration) string {
 	cold, pool := rs[0], rs[1]
 	var b strings.Builder
@@ -297,9 +286,9 @@ func render(o options, rs []*sideResult, began time.Time, took time.Duration) st
 		}
 		fmt.Fprintf(&b, "| %s | %s %s | %s %s | %s | %s |\n", name, num(c), unit, num(p), unit, ratio, goal)
 	}
-	row("time to ready, p50", percentile(cold.ReadyMS, 50), percentile(pool.ReadyMS, 50), "ms", "≤ 50 ms from the pool")
-	row("time to ready, p95", percentile(cold.ReadyMS, 95), percentile(pool.ReadyMS, 95), "ms", "")
-	fmt.Fprintf(&b, "| time to ready of pool hits, p50 / p95 | – | %s / %s ms | – | ≤ 50 ms |\n", num(percentile(pool.HitMS, 50)), num(percentile(pool.HitMS, 95)))
+	row("time to ready, p50", stats.Percentile(cold.ReadyMS, 50), stats.Percentile(pool.ReadyMS, 50), "ms", "≤ 50 ms from the pool")
+	row("time to ready, p95", stats.Percentile(cold.ReadyMS, 95), stats.Percentile(pool.ReadyMS, 95), "ms", "")
+	fmt.Fprintf(&b, "| time to ready of pool hits, p50 / p95 | – | %s / %s ms | – | ≤ 50 ms |\n", num(stats.Percentile(pool.HitMS, 50)), num(stats.Percentile(pool.HitMS, 95)))
 	row("wall time", cold.Wall.Seconds(), pool.Wall.Seconds(), "s", "≤ 0.8× cold")
 	// When the host is saturated, samples leave at the rate the daemon starts them, and the
 	// pool saves the starts it made before the clock: the wall time can then fall to about

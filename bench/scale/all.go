@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -207,17 +206,6 @@ func buildWeb(ctx context.Context, o options) (string, error) {
 		return "", fmt.Errorf("build %s for the baseline: %w: %s", tag, err, strings.TrimSpace(string(out)))
 	}
 	return tag, nil
-}
-
-// percentile is the nearest-rank p-th percentile of xs (0 < p ≤ 100).
-func percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	i := int(float64(len(s))*p/100+0.999999) - 1
-	return s[max(0, min(i, len(s)-1))]
 }
 
 // keptSections is what a rewrite of path keeps of it: the sections other benchmarks write into

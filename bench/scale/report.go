@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/composebox/composebox/bench/internal/stats"
 )
 
 // row is one line of the results table. ours and theirs are numbers (NaN-free); a row with no
@@ -77,11 +79,11 @@ func rows(r *results) []row {
 	}
 	if l := r.Latency; l != nil {
 		out = append(out,
-			row{metric: "SampleInit-to-ready vs up --wait, p50 ms", ours: percentile(l.InitCbx, 50), theirs: percentile(l.InitCLI, 50), hasTheirs: true, higherIsBad: true},
-			row{metric: "SampleInit-to-ready vs up --wait, p95 ms", ours: percentile(l.InitCbx, 95), theirs: percentile(l.InitCLI, 95), hasTheirs: true, higherIsBad: true},
-			row{metric: "Exec(true) vs docker exec, p50 ms", ours: percentile(l.ExecCbx, 50), theirs: percentile(l.ExecDocker, 50), hasTheirs: true, higherIsBad: true},
-			row{metric: "Exec(true) vs docker exec, p95 ms", ours: percentile(l.ExecCbx, 95), theirs: percentile(l.ExecDocker, 95), hasTheirs: true, higherIsBad: true},
-			row{metric: "Exec(true) vs compose exec -T, p50 ms", ours: percentile(l.ExecCbx, 50), theirs: percentile(l.ExecCompose, 50), hasTheirs: true, higherIsBad: true},
+			row{metric: "SampleInit-to-ready vs up --wait, p50 ms", ours: stats.Percentile(l.InitCbx, 50), theirs: stats.Percentile(l.InitCLI, 50), hasTheirs: true, higherIsBad: true},
+			row{metric: "SampleInit-to-ready vs up --wait, p95 ms", ours: stats.Percentile(l.InitCbx, 95), theirs: stats.Percentile(l.InitCLI, 95), hasTheirs: true, higherIsBad: true},
+			row{metric: "Exec(true) vs docker exec, p50 ms", ours: stats.Percentile(l.ExecCbx, 50), theirs: stats.Percentile(l.ExecDocker, 50), hasTheirs: true, higherIsBad: true},
+			row{metric: "Exec(true) vs docker exec, p95 ms", ours: stats.Percentile(l.ExecCbx, 95), theirs: stats.Percentile(l.ExecDocker, 95), hasTheirs: true, higherIsBad: true},
+			row{metric: "Exec(true) vs compose exec -T, p50 ms", ours: stats.Percentile(l.ExecCbx, 50), theirs: stats.Percentile(l.ExecCompose, 50), hasTheirs: true, higherIsBad: true},
 		)
 	}
 	if c := r.CapCbx; c != nil {
@@ -101,9 +103,9 @@ func details(r *results) []string {
 			return
 		}
 		s := fmt.Sprintf("throughput %s: %d/%d samples done in %.1f s (%.1f/min), %d failed; per sample p50 %.0f ms, p95 %.0f ms",
-			name, t.Done, t.Samples, t.WallS, t.PerMin, t.Failed, percentile(t.SampleMS, 50), percentile(t.SampleMS, 95))
+			name, t.Done, t.Samples, t.WallS, t.PerMin, t.Failed, stats.Percentile(t.SampleMS, 50), stats.Percentile(t.SampleMS, 95))
 		s += fmt.Sprintf(" (p50 of the steps: ready %.0f ms, 5 execs %.0f ms, 1 MiB write+read %.0f ms, teardown %.0f ms)",
-			percentile(t.InitMS, 50), percentile(t.ExecMS, 50), percentile(t.FileMS, 50), percentile(t.TeardownMS, 50))
+			stats.Percentile(t.InitMS, 50), stats.Percentile(t.ExecMS, 50), stats.Percentile(t.FileMS, 50), stats.Percentile(t.TeardownMS, 50))
 		if t.PeakRSSKB > 0 {
 			s += fmt.Sprintf("; peak RSS %.0f MiB", float64(t.PeakRSSKB)/1024)
 		}
@@ -123,7 +125,7 @@ func details(r *results) []string {
 		}
 		s := fmt.Sprintf("capacity %s: %d live of %d started (target %d) in %.1f s", name, c.Live, c.Attempted, c.Target, c.FillS)
 		if c.Live > 0 {
-			s += fmt.Sprintf("; exec `true` answered in %d/%d (p50 %.0f ms, %d at once)", c.ExecOK, c.Live, percentile(c.ExecMS, 50), r.Opts.CapacityConcurrency)
+			s += fmt.Sprintf("; exec `true` answered in %d/%d (p50 %.0f ms, %d at once)", c.ExecOK, c.Live, stats.Percentile(c.ExecMS, 50), r.Opts.CapacityConcurrency)
 		}
 		s += fmt.Sprintf("; teardown of all %d: %.1f s", c.Live, c.TeardownS)
 		if c.Subnets != "" {
@@ -149,7 +151,7 @@ func details(r *results) []string {
 	capSide("baseline", r.CapCLI)
 	if l := r.Latency; l != nil {
 		d = append(d, fmt.Sprintf("latency: %d/%d SampleInit and %d/%d up --wait rounds, %d exec rounds (composebox %d, docker exec %d, compose exec %d ok), one operation at a time, sides alternating; compose exec p95 %.0f ms",
-			len(l.InitCbx), r.Opts.InitRounds, len(l.InitCLI), r.Opts.InitRounds, r.Opts.ExecRounds, len(l.ExecCbx), len(l.ExecDocker), len(l.ExecCompose), percentile(l.ExecCompose, 95)))
+			len(l.InitCbx), r.Opts.InitRounds, len(l.InitCLI), r.Opts.InitRounds, r.Opts.ExecRounds, len(l.ExecCbx), len(l.ExecDocker), len(l.ExecCompose), stats.Percentile(l.ExecCompose, 95)))
 		if l.FirstErr != "" {
 			d = append(d, fmt.Sprintf("latency: %d failures, first: %s", l.Failures, l.FirstErr))
 		}

@@ -9,26 +9,6 @@ import (
 	"github.com/composebox/composebox/cleanup/labels"
 )
 
-func TestPercentile(t *testing.T) {
-	xs := []float64{5, 1, 4, 2, 3, 10, 9, 8, 7, 6}
-	for _, tc := range []struct {
-		p    float64
-		want float64
-	}{
-		{50, 5}, {95, 10}, {10, 1}, {100, 10}, {1, 1},
-	} {
-		if got := percentile(xs, tc.p); got != tc.want {
-			t.Errorf("percentile(%v) = %v, want %v", tc.p, got, tc.want)
-		}
-	}
-	if got := percentile(nil, 50); got != 0 {
-		t.Errorf("percentile of nothing = %v, want 0", got)
-	}
-	if xs[0] != 5 {
-		t.Error("percentile sorted its input")
-	}
-}
-
 func TestErrText(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{" Network p_default  Creating\n Network p_default  Error\nfailed to create network p_default: Error response from daemon: could not find an available, non-overlapping IPv4 address pool\n",
