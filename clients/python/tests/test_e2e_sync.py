@@ -4,6 +4,7 @@ import io
 import json
 import os
 import selectors
+import shutil
 import subprocess
 import threading
 import time
@@ -392,7 +393,8 @@ def test_warm_pool_is_taken_transparently(client, task_name):
     client.task_cleanup(metadata_task)
 
 
-def test_killed_parent_takes_its_spawned_server_with_it(bin_path, task_name, tmp_path):
+def test_killed_parent_takes_its_spawned_server_with_it(bin_path, task_name, tmp_path,
+                                                         request):
     # A parent that spawns a server, starts a sample and is SIGKILLed: the server sees its
     # stdin pipe close, stops and removes the sample.
     script = tmp_path / "parent.py"
@@ -403,13 +405,16 @@ from composebox import Client
 c = Client.spawn({bin_path!r})
 task = c.task_init(name={task_name!r}, compose_yaml={POOLABLE!r})
 c.sample_init(task)
-print(c._server.proc.pid, flush=True)
+print(c._server.proc.pid, c._server.dir, flush=True)
 sys.stdin.read()
 """)
     parent = subprocess.Popen(["/usr/bin/python3", str(script)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     try:
-        server_pid = int(parent.stdout.readline())
+        pid, server_dir = parent.stdout.readline().split()
+        server_pid = int(pid)
+        # The killed parent cannot remove its server's private directory (socket, log).
+        request.addfinalizer(lambda: shutil.rmtree(server_dir, ignore_errors=True))
         assert e2e.resources(task_name), "the parent's sample should be running"
     finally:
         parent.kill()
