@@ -1,5 +1,7 @@
 GO      ?= go
 BIN     := bin/composebox
+# The repository's root (this Makefile's directory), so that paths hold under make -C or -f.
+ROOT    := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # Packages whose tests run with the race detector. The ones that link the compose library are
 # left out of -race for now: instrumenting it roughly triples their cold build on 2 cores.
@@ -13,8 +15,9 @@ TEST_FLAGS ?= -count=1 -timeout 25m
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/composebox
 
-# Unit and real-engine integration tests. The leak check fails the run if the tests left any
-# composebox container, network or volume behind.
+# Unit and real-engine integration tests, Go then Python (test-python, which installs the Python
+# test dependencies it lacks). The leak check fails the run if the tests left any composebox
+# container, network or volume behind.
 test:
 	@scripts/leakcheck.sh snapshot
 	@status=0; \
@@ -24,12 +27,30 @@ test:
 	scripts/leakcheck.sh check || status=1; \
 	exit $$status
 
-# The Python client (clients/python): unit tests, and end-to-end tests that spawn the binary
-# built here against the real engine. Debian's python3 (python3-httpx, python3-pytest,
-# python3-pytest-asyncio), as .ci/run installs them.
+# The Python client (clients/python): unit tests, end-to-end tests that spawn the binary built
+# here against the real engine, and a wheel built and installed into a fresh venv. The whole
+# suite runs twice with PYTHON's pytest and pytest-asyncio (Debian's): first on the installed
+# httpx, httpcore and anyio (Debian 12's: the oldest the client supports), then on the current
+# releases' sources in PYTHON_MODERN put first on PYTHONPATH (what pip installs today); that
+# run is skipped, saying so, where the directory is absent (a user's clone).
+# scripts/setup-python.sh first installs with apt what the tests need and is missing (on Debian
+# as root; elsewhere it says what to install).
 PYTHON ?= /usr/bin/python3
+PYTHON_MODERN ?= $(abspath $(ROOT)/../shared/python-modern)
+PYTEST = $(PYTHON) -m pytest -q -p no:cacheprovider $(ROOT)/clients/python/tests
+STACK_VERSIONS = $(PYTHON) -c 'import httpx, httpcore; print("httpx", httpx.__version__, "httpcore", httpcore.__version__)'
 test-python: build
-	COMPOSEBOX_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q -p no:cacheprovider clients/python/tests
+	@$(ROOT)/scripts/setup-python.sh $(PYTHON)
+	@status=0; export COMPOSEBOX_BIN=$(ROOT)/$(BIN); \
+	echo "test-python: on the installed packages: $$(env -u PYTHONPATH $(STACK_VERSIONS))"; \
+	env -u PYTHONPATH COMPOSEBOX_TEST_STACK=installed $(PYTEST) || status=1; \
+	if [ -d "$(PYTHON_MODERN)" ]; then \
+	  echo "test-python: on $(PYTHON_MODERN): $$(PYTHONPATH="$(PYTHON_MODERN)" $(STACK_VERSIONS))"; \
+	  PYTHONPATH="$(PYTHON_MODERN)" COMPOSEBOX_TEST_STACK=modern $(PYTEST) || status=1; \
+	else \
+	  echo "test-python: NOTICE: skipped the run on the current httpx/httpcore/anyio: no $(PYTHON_MODERN)"; \
+	fi; \
+	exit $$status
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -3,7 +3,9 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -14,10 +16,14 @@ import (
 
 // openAPIDoc is the part of the document the contract checks.
 type openAPIDoc struct {
+	Info struct {
+		Version string `json:"version"`
+	} `json:"info"`
 	Paths       map[string]map[string]json.RawMessage `json:"paths"`
 	ErrorStatus map[string]int                        `json:"x-error-status"`
 	Components  struct {
 		Schemas map[string]struct {
+			Required   []string `json:"required"`
 			Properties map[string]struct {
 				Enum []string `json:"enum"`
 			} `json:"properties"`
@@ -97,5 +103,31 @@ func TestErrorStatusMatchesOpenAPI(t *testing.T) {
 	}
 	if got := errorBody(&orchestrator.ExecError{Result: orchestrator.ExecResult{ExitCode: 137, Stdout: []byte{0xff}}, Err: errdefs.ErrTimeout}); got.Kind != "timeout" || got.Detail["result"].(ExecResult).Stdout[0] != 0xff || statusOf(got.Kind) != http.StatusGatewayTimeout {
 		t.Errorf("exec timeout body = %+v", got)
+	}
+}
+
+// TestVersionMatchesOpenAPI fails when /v1/version's body and its schema disagree, or when the
+// document's version does not name the API version and revision the server reports (so that a
+// revision raised in meta.go is documented too).
+func TestVersionMatchesOpenAPI(t *testing.T) {
+	doc := loadDoc(t)
+	if want := fmt.Sprintf("%s revision %d", APIVersion, APIRevision); doc.Info.Version != want {
+		t.Errorf("openapi.json info.version = %q, want %q", doc.Info.Version, want)
+	}
+	var fields []string
+	typ := reflect.TypeOf(Version{})
+	for i := range typ.NumField() {
+		fields = append(fields, strings.Split(typ.Field(i).Tag.Get("json"), ",")[0])
+	}
+	schema := doc.Components.Schemas["Version"]
+	var documented []string
+	for name := range schema.Properties {
+		documented = append(documented, name)
+	}
+	slices.Sort(fields)
+	slices.Sort(documented)
+	required := slices.Sorted(slices.Values(schema.Required))
+	if !slices.Equal(fields, documented) || !slices.Equal(fields, required) {
+		t.Errorf("Version fields %v; openapi.json properties %v, required %v", fields, documented, required)
 	}
 }

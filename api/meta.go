@@ -7,16 +7,29 @@ import (
 	"github.com/composebox/composebox/lifecycle"
 )
 
+// APIVersion is the prefix of every route. It changes only when a route or a body changes in a
+// way that a client written for it cannot follow.
+const APIVersion = "v1"
+
+// APIRevision counts what APIVersion gained that a client may rely on: raise it with every
+// route, request or response field, or error kind added. A client states the lowest revision
+// it needs, and works with every server of its APIVersion whose revision is at least that; it
+// reads both from /v1/version, which every server keeps answering, so that it can name the
+// mismatch instead of failing on a body it cannot decode.
+const APIRevision = 1
+
 // Version is the body of /v1/version.
 type Version struct {
-	Version string `json:"version"`
-	Go      string `json:"go"`
-	Compose string `json:"compose"`
-	API     string `json:"api"`
+	Version     string `json:"version"`
+	Go          string `json:"go"`
+	Compose     string `json:"compose"`
+	API         string `json:"api"`
+	APIRevision int    `json:"api_revision"`
 }
 
 func (s *Server) getVersion(w http.ResponseWriter, _ *http.Request) error {
-	writeJSON(w, http.StatusOK, Version{Version: s.opts.Version, Go: runtime.Version(), Compose: lifecycle.ComposeVersion(), API: "v1"})
+	writeJSON(w, http.StatusOK, Version{Version: s.opts.Version, Go: runtime.Version(),
+		Compose: lifecycle.ComposeVersion(), API: APIVersion, APIRevision: APIRevision})
 	return nil
 }
 

@@ -97,7 +97,7 @@ func TestBearerTokenRequiredOnTCP(t *testing.T) {
 	r := ts.do(t, "GET", "/v1/version", nil, nil)
 	var v Version
 	r.json(t, &v)
-	if r.status != http.StatusOK || v.API != "v1" {
+	if r.status != http.StatusOK || v.API != "v1" || v.APIRevision != APIRevision || APIRevision < 1 {
 		t.Fatalf("with the token: %d %s", r.status, r.body)
 	}
 	r = ts.do(t, "GET", "/v1/openapi.json", nil, nil)

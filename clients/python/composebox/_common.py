@@ -11,21 +11,36 @@ import signal
 import subprocess
 import tempfile
 import time
-from typing import Any, AsyncIterator, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import (IO, Any, AsyncIterable, AsyncIterator, Awaitable, Dict, Iterable, Iterator,
+                    List, Mapping, Optional, Protocol, Tuple, Union, cast)
 from urllib.parse import quote
 
-from .errors import (ComposeboxError, OutputLimitExceeded, PrerequisiteError, error_from_body,
-                     make_error)
-from .types import ExecEvent, ExecResult
+from ._version import API_VERSION, MIN_API_REVISION, __version__
+from .errors import (ComposeboxError, IncompatibleServer, OutputLimitExceeded, PrerequisiteError,
+                     error_from_body, make_error)
+from .types import ExecEvent, ExecResult, Version
 
-API = "/v1"
+API = "/" + API_VERSION
+VERSION_PATH = API + "/version"
 LEASE_HEADER = "X-Composebox-Lease"
 CHUNK = 64 * 1024
 # Base URL of requests over the Unix socket: the host part is ignored but must be a valid name.
 SOCKET_BASE_URL = "http://composebox"
 
 BytesLike = Union[bytes, bytearray, memoryview]
-Data = Union[BytesLike, str, Any]
+# What a write takes: bytes or str (UTF-8), a binary or text file object, or an iterable of
+# chunks; the async client also takes async iterables and objects whose read() is awaitable.
+Data = Union[BytesLike, str, IO[bytes], IO[str], Iterable[bytes], Iterable[str]]
+StrPath = Union[str, "os.PathLike[str]"]
+
+
+class AsyncReadable(Protocol):
+    """An object with an awaitable ``read(n)`` (an async file, a stream reader)."""
+
+    def read(self, n: int, /) -> Awaitable[Union[bytes, str]]: ...
+
+
+AsyncData = Union[Data, AsyncIterable[bytes], AsyncIterable[str], AsyncReadable]
 
 
 def default_socket_path() -> str:
@@ -95,7 +110,7 @@ def sandbox_path(project: str, service: str, *rest: str) -> str:
 
 
 def task_request(*, name: Optional[str] = None, compose_yaml: Optional[str] = None,
-                 path: Optional[str] = None, files: Optional[List[str]] = None,
+                 path: Optional[StrPath] = None, files: Optional[List[StrPath]] = None,
                  working_dir: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
                  pass_env: Optional[List[str]] = None, profiles: Optional[List[str]] = None,
                  policy: Optional[Mapping[str, Any]] = None, default_service: Optional[str] = None,
@@ -186,10 +201,6 @@ def with_input(body: Dict[str, Any], input: Optional[Union[BytesLike, str]]) -> 
     return body
 
 
-def _is_file_like(data: Any) -> bool:
-    return hasattr(data, "read") and callable(data.read)
-
-
 def sync_chunks(data: Data) -> Iterator[bytes]:
     """Bytes, str, a binary or text file object, or an iterable of bytes/str, as chunks."""
     if isinstance(data, (bytes, bytearray, memoryview, str)):
@@ -197,18 +208,19 @@ def sync_chunks(data: Data) -> Iterator[bytes]:
         if b:
             yield b
         return
-    if _is_file_like(data):
+    read = getattr(data, "read", None)
+    if callable(read):
         while True:
-            chunk = data.read(CHUNK)
+            chunk = read(CHUNK)
             if not chunk:
                 return
             yield to_bytes(chunk)
-    for chunk in data:
+    for chunk in cast(Iterable[Union[bytes, str]], data):
         if chunk:
             yield to_bytes(chunk)
 
 
-async def async_chunks(data: Data) -> AsyncIterator[bytes]:
+async def async_chunks(data: AsyncData) -> AsyncIterator[bytes]:
     """As sync_chunks, and also async iterables and objects with an async read()."""
     import inspect as _inspect
 
@@ -217,20 +229,21 @@ async def async_chunks(data: Data) -> AsyncIterator[bytes]:
         if b:
             yield b
         return
-    if _is_file_like(data):
+    read = getattr(data, "read", None)
+    if callable(read):
         while True:
-            chunk = data.read(CHUNK)
+            chunk = read(CHUNK)
             if _inspect.isawaitable(chunk):
                 chunk = await chunk
             if not chunk:
                 return
             yield to_bytes(chunk)
     if hasattr(data, "__aiter__"):
-        async for chunk in data:
-            if chunk:
-                yield to_bytes(chunk)
+        async for achunk in cast(AsyncIterable[Union[bytes, str]], data):
+            if achunk:
+                yield to_bytes(achunk)
         return
-    for chunk in data:
+    for chunk in cast(Iterable[Union[bytes, str]], data):
         if chunk:
             yield to_bytes(chunk)
 
@@ -249,6 +262,55 @@ def decode_error_response(status: int, content: bytes, what: str) -> ComposeboxE
     if body is None and content:
         fallback += ": " + content[:200].decode("utf-8", errors="replace").strip()
     return error_from_body(status, body, fallback)
+
+
+def _client_says() -> str:
+    return (f"this client (composebox {__version__} for Python) speaks API {API_VERSION} and "
+            f"needs revision {MIN_API_REVISION} or later")
+
+
+def _incompatible(message: str, server: Optional[Version] = None,
+                  status: int = 0) -> IncompatibleServer:
+    return IncompatibleServer(message, server=server, client_version=__version__,
+                              client_api=API_VERSION, min_api_revision=MIN_API_REVISION,
+                              status=status)
+
+
+def check_version(status: int, content: bytes, where: str) -> Version:
+    """The server's Version from its answer to GET /v1/version, or IncompatibleServer when it is
+    not a server this client can talk to: another API, an older revision, or an answer that is
+    no composebox version. Other failures (a refused token, a server error) raise their own
+    error. ``where`` names the server ("the server at unix:/run/...")."""
+    if status in (404, 405):
+        raise _incompatible(
+            f"{where} does not serve API {API_VERSION}: GET {VERSION_PATH} answered HTTP "
+            f"{status} (a composebox serve of another API, or not composebox serve); "
+            + _client_says(), status=status)
+    if status >= 400:
+        raise decode_error_response(status, content, "version")
+    try:
+        body = json.loads(content.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        body = None
+    if not isinstance(body, dict) or not isinstance(body.get("api"), str):
+        snippet = content[:200].decode("utf-8", errors="replace").strip()
+        raise _incompatible(
+            f"{where} is not composebox serve, or not one this client knows: GET {VERSION_PATH} "
+            f"answered {snippet!r}, which names no API; " + _client_says(), status=status)
+    v = Version.from_json(body)
+    server = f"composebox {v.version or '(no version)'}"
+    if v.api != API_VERSION:
+        raise _incompatible(
+            f"{where} ({server}) speaks API {v.api} revision {v.api_revision}; "
+            + _client_says() + ": use the client release made for that server, or a server "
+            f"of API {API_VERSION}", v, status)
+    if v.api_revision < MIN_API_REVISION:
+        rev = (f"revision {v.api_revision}" if "api_revision" in body
+               else "without a revision (it predates them)")
+        raise _incompatible(
+            f"{where} ({server}) is older than this client: it serves API {v.api} {rev}; "
+            + _client_says() + ": upgrade composebox serve", v, status)
+    return v
 
 
 def parse_exec_event(line: bytes) -> ExecEvent:

@@ -96,6 +96,7 @@ class AsyncClient:
         self._server: Optional[c.SpawnedServer] = None
         self._spawn_args: Optional[Dict[str, Any]] = None
         self._defaults: Dict[str, str] = {}
+        self._server_version: Optional[Version] = None
         self._closed = False
 
     # -- construction and lifetime ---------------------------------------------------------
@@ -141,7 +142,7 @@ class AsyncClient:
                                        headers=self._endpoint.headers(),
                                        timeout=httpx.Timeout(None, connect=self._connect_timeout))
         try:
-            await self.version()
+            await self.check_server()
         except BaseException:
             await self.aclose()
             raise
@@ -196,6 +197,23 @@ class AsyncClient:
             await response.aread()
             raise c.decode_error_response(response.status_code, response.content, what)
 
+    def _unreachable(self, what: str, err: Exception) -> SandboxUnavailable:
+        return SandboxUnavailable(f"{what}: cannot reach composebox serve at "
+                                  f"{self._endpoint.describe()}: {err}")
+
+    async def check_server(self) -> Version:
+        """The server's version, asked once (``open`` does). Raises
+        :class:`~composebox.errors.IncompatibleServer` when the server speaks another API, or
+        an older revision of it than this client needs."""
+        if self._server_version is None:
+            try:
+                r = await self._client().get(c.VERSION_PATH)
+            except httpx.TransportError as e:
+                raise self._unreachable("version", e) from e
+            self._server_version = c.check_version(
+                r.status_code, r.content, "the server at " + self._endpoint.describe())
+        return self._server_version
+
     async def _request(self, method: str, path: str, *, what: str, json_body: Any = None,
                        params: Optional[Dict[str, Any]] = None, lease: bool = False,
                        content: Any = None,
@@ -208,8 +226,7 @@ class AsyncClient:
             r = await http.request(method, path, json=json_body, params=params, content=content,
                                    headers=h)
         except httpx.TransportError as e:
-            raise SandboxUnavailable(f"{what}: cannot reach composebox serve at "
-                                     f"{self._endpoint.describe()}: {e}") from e
+            raise self._unreachable(what, e) from e
         await self._raise_for(r, what)
         return r
 
@@ -221,8 +238,7 @@ class AsyncClient:
         try:
             r = await http.send(req, stream=True)
         except httpx.TransportError as e:
-            raise SandboxUnavailable(f"{what}: cannot reach composebox serve at "
-                                     f"{self._endpoint.describe()}: {e}") from e
+            raise self._unreachable(what, e) from e
         try:
             await self._raise_for(r, what)
         except BaseException:
@@ -277,7 +293,8 @@ class AsyncClient:
     # -- server ------------------------------------------------------------------------------
 
     async def version(self) -> Version:
-        return Version.from_json((await self._request("GET", f"{c.API}/version", what="version")).json())
+        """The server's version, asked now (see also :meth:`check_server`)."""
+        return Version.from_json((await self._request("GET", c.VERSION_PATH, what="version")).json())
 
     async def doctor(self) -> DoctorReport:
         return DoctorReport.from_json((await self._request("GET", f"{c.API}/doctor", what="doctor")).json())
@@ -293,8 +310,22 @@ class AsyncClient:
     # -- tasks -------------------------------------------------------------------------------
 
     async def task_init(self, *, name: Optional[str] = None, compose_yaml: Optional[str] = None,
-                        path: Optional[str] = None, **options: Any) -> Task:
-        body = c.task_request(name=name, compose_yaml=compose_yaml, path=path, **options)
+                        path: Optional[c.StrPath] = None,
+                        files: Optional[List[c.StrPath]] = None,
+                        working_dir: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+                        pass_env: Optional[List[str]] = None,
+                        profiles: Optional[List[str]] = None,
+                        policy: Optional[Mapping[str, Any]] = None,
+                        default_service: Optional[str] = None, agent_image: Optional[str] = None,
+                        image_overrides: Optional[Mapping[str, str]] = None,
+                        prebuilt: bool = False, ready_timeout: Optional[float] = None,
+                        warm: int = 0) -> Task:
+        """Initialise a task (see :meth:`composebox.Client.task_init` for the arguments)."""
+        body = c.task_request(name=name, compose_yaml=compose_yaml, path=path, files=files,
+                              working_dir=working_dir, env=env, pass_env=pass_env,
+                              profiles=profiles, policy=policy, default_service=default_service,
+                              agent_image=agent_image, image_overrides=image_overrides,
+                              prebuilt=prebuilt, ready_timeout=ready_timeout, warm=warm)
         r = await self._request("POST", f"{c.API}/tasks", what="task init", json_body=body, lease=True)
         return Task.from_json(r.json())
 
@@ -363,7 +394,7 @@ class AsyncClient:
         return ExecResult.from_json(r.json())
 
     async def exec_stream(self, sample: SampleRef, cmd: List[str], *,
-                          service: Optional[str] = None, input: Optional[c.Data] = None,
+                          service: Optional[str] = None, input: Optional[c.AsyncData] = None,
                           cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
                           user: Optional[str] = None, timeout: Optional[float] = None,
                           output_limit: Optional[int] = None,
@@ -403,10 +434,13 @@ class AsyncClient:
             parts.append(chunk)
         return b"".join(parts)
 
-    async def read_text(self, sample: SampleRef, path: str, **kw: Any) -> str:
-        return (await self.read_file(sample, path, **kw)).decode("utf-8")
+    async def read_text(self, sample: SampleRef, path: str, *, service: Optional[str] = None,
+                        limit: Optional[int] = None) -> str:
+        """The file as UTF-8 text (UnicodeDecodeError when it is not), newlines kept."""
+        return (await self.read_file(sample, path, service=service,
+                                     limit=limit)).decode("utf-8")
 
-    async def write_file(self, sample: SampleRef, path: str, data: c.Data, *,
+    async def write_file(self, sample: SampleRef, path: str, data: c.AsyncData, *,
                          service: Optional[str] = None) -> None:
         svc = await self._service(sample, service)
         content = c.to_bytes(data) if isinstance(data, (bytes, bytearray, memoryview, str)) \
@@ -422,7 +456,7 @@ class AsyncClient:
                                     what=f"read dir {path} in {svc}", params={"path": path})
         return _aiter_body(r, c.CHUNK, f"read dir {path} in {svc}", None)
 
-    async def write_dir_tar(self, sample: SampleRef, path: str, tar: c.Data, *,
+    async def write_dir_tar(self, sample: SampleRef, path: str, tar: c.AsyncData, *,
                             service: Optional[str] = None) -> None:
         svc = await self._service(sample, service)
         content = c.to_bytes(tar) if isinstance(tar, (bytes, bytearray, memoryview)) \

@@ -127,6 +127,7 @@ class Client:
         self._heartbeat: Optional[_Heartbeat] = None
         self._server: Optional[c.SpawnedServer] = None
         self._defaults: Dict[str, str] = {}
+        self._server_version: Optional[Version] = None
         self._closed = False
 
     # -- construction and lifetime ---------------------------------------------------------
@@ -150,7 +151,7 @@ class Client:
                 time.sleep(0.02)
             client = cls(socket=server.socket, lease_ttl=lease_ttl)
             client._server = server
-            client.version()
+            client.check_server()
             return client
         except BaseException:
             if client is not None:
@@ -196,9 +197,27 @@ class Client:
             response.read()
             raise c.decode_error_response(response.status_code, response.content, what)
 
+    def _unreachable(self, what: str, err: Exception) -> SandboxUnavailable:
+        return SandboxUnavailable(f"{what}: cannot reach composebox serve at "
+                                  f"{self._endpoint.describe()}: {err}")
+
+    def check_server(self) -> Version:
+        """The server's version, asked once: every other call asks first. Raises
+        :class:`~composebox.errors.IncompatibleServer` when the server speaks another API, or
+        an older revision of it than this client needs."""
+        if self._server_version is None:
+            try:
+                r = self._http.get(c.VERSION_PATH)
+            except httpx.TransportError as e:
+                raise self._unreachable("version", e) from e
+            self._server_version = c.check_version(
+                r.status_code, r.content, "the server at " + self._endpoint.describe())
+        return self._server_version
+
     def _request(self, method: str, path: str, *, what: str, json_body: Any = None,
                  params: Optional[Dict[str, Any]] = None, lease: bool = False,
                  content: Any = None, headers: Optional[Dict[str, str]] = None) -> httpx.Response:
+        self.check_server()
         h = dict(headers or {})
         if lease:
             h[c.LEASE_HEADER] = self.lease().id
@@ -206,19 +225,18 @@ class Client:
             r = self._http.request(method, path, json=json_body, params=params, content=content,
                                    headers=h)
         except httpx.TransportError as e:
-            raise SandboxUnavailable(f"{what}: cannot reach composebox serve at "
-                                     f"{self._endpoint.describe()}: {e}") from e
+            raise self._unreachable(what, e) from e
         self._raise_for(r, what)
         return r
 
     def _send_stream(self, method: str, path: str, *, what: str, params: Any = None,
                      content: Any = None, headers: Optional[Dict[str, str]] = None) -> httpx.Response:
+        self.check_server()
         req = self._http.build_request(method, path, params=params, content=content, headers=headers)
         try:
             r = self._http.send(req, stream=True)
         except httpx.TransportError as e:
-            raise SandboxUnavailable(f"{what}: cannot reach composebox serve at "
-                                     f"{self._endpoint.describe()}: {e}") from e
+            raise self._unreachable(what, e) from e
         try:
             self._raise_for(r, what)
         except BaseException:
@@ -260,7 +278,8 @@ class Client:
     # -- server ------------------------------------------------------------------------------
 
     def version(self) -> Version:
-        return Version.from_json(self._request("GET", f"{c.API}/version", what="version").json())
+        """The server's version, asked now (see also :meth:`check_server`)."""
+        return Version.from_json(self._request("GET", c.VERSION_PATH, what="version").json())
 
     def doctor(self) -> DoctorReport:
         return DoctorReport.from_json(self._request("GET", f"{c.API}/doctor", what="doctor").json())
@@ -277,12 +296,32 @@ class Client:
     # -- tasks -------------------------------------------------------------------------------
 
     def task_init(self, *, name: Optional[str] = None, compose_yaml: Optional[str] = None,
-                  path: Optional[str] = None, **options: Any) -> Task:
-        """Initialise a task from ``compose_yaml`` (text) or ``path`` (a compose file, task
-        directory or Dockerfile on the server's host); neither runs the default image. Other
-        options: files, working_dir, env, pass_env, profiles, policy, default_service,
-        agent_image, image_overrides, prebuilt, ready_timeout."""
-        body = c.task_request(name=name, compose_yaml=compose_yaml, path=path, **options)
+                  path: Optional[c.StrPath] = None, files: Optional[List[c.StrPath]] = None,
+                  working_dir: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+                  pass_env: Optional[List[str]] = None, profiles: Optional[List[str]] = None,
+                  policy: Optional[Mapping[str, Any]] = None,
+                  default_service: Optional[str] = None, agent_image: Optional[str] = None,
+                  image_overrides: Optional[Mapping[str, str]] = None, prebuilt: bool = False,
+                  ready_timeout: Optional[float] = None, warm: int = 0) -> Task:
+        """Initialise a task: resolve its compose project, police it and build its images.
+
+        Where the project comes from: ``compose_yaml`` (text) or ``path`` (a compose file, task
+        directory or Dockerfile on the server's host); neither runs composebox's default image.
+        ``name`` names the task in labels and project names. ``files``: more compose files
+        merged on top (like ``-f``). ``working_dir``: the task directory of ``compose_yaml``
+        (host paths must stay in it). ``env``: variables for interpolation; ``pass_env``: names
+        of the server's own variables that interpolation may read. ``profiles``: compose
+        profiles. ``policy``: the security policy's fields (see the server's Policy schema).
+        ``default_service``: the agent's service. ``agent_image``: adds a service ``default`` on
+        this image, attached to every network. ``image_overrides``: service -> image run
+        instead of its own. ``prebuilt``: only check that every image exists, build nothing.
+        ``ready_timeout``: seconds each sample may take to become ready. ``warm``: keep that
+        many ready samples (a warm pool; ``sample_init`` takes one when there is one)."""
+        body = c.task_request(name=name, compose_yaml=compose_yaml, path=path, files=files,
+                              working_dir=working_dir, env=env, pass_env=pass_env,
+                              profiles=profiles, policy=policy, default_service=default_service,
+                              agent_image=agent_image, image_overrides=image_overrides,
+                              prebuilt=prebuilt, ready_timeout=ready_timeout, warm=warm)
         r = self._request("POST", f"{c.API}/tasks", what="task init", json_body=body, lease=True)
         return Task.from_json(r.json())
 
@@ -391,9 +430,10 @@ class Client:
         """The file's bytes (at most ``limit``, default and maximum 100 MiB)."""
         return b"".join(self.read_file_stream(sample, path, service=service, limit=limit))
 
-    def read_text(self, sample: SampleRef, path: str, **kw: Any) -> str:
+    def read_text(self, sample: SampleRef, path: str, *, service: Optional[str] = None,
+                  limit: Optional[int] = None) -> str:
         """The file as UTF-8 text (UnicodeDecodeError when it is not), newlines kept as they are."""
-        return self.read_file(sample, path, **kw).decode("utf-8")
+        return self.read_file(sample, path, service=service, limit=limit).decode("utf-8")
 
     def write_file(self, sample: SampleRef, path: str, data: c.Data, *,
                    service: Optional[str] = None) -> None:

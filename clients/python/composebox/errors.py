@@ -115,17 +115,47 @@ class Unauthorized(ComposeboxError, PermissionError):
     _errno = _errno.EACCES
 
 
+class BuildFailed(ComposeboxError):
+    """A task's image did not build: the engine ran its Dockerfile and a step failed (the
+    task's fault, not composebox's)."""
+
+    kind = "build_failed"
+
+
 class ServerError(ComposeboxError):
     """The server failed in a way that has no kind of its own."""
 
     kind = "internal"
 
 
+class IncompatibleServer(ComposeboxError):
+    """The server does not speak the API this client does: another API version, an older
+    revision than the client needs, or no composebox version answer at all. Raised by the
+    client's first request (``Client.spawn``, ``AsyncClient.open``), before anything else is
+    sent.
+
+    Attributes besides ComposeboxError's: ``server`` (the server's
+    :class:`~composebox.types.Version`, None when it gave none), ``client_version``,
+    ``client_api`` and ``min_api_revision`` (what this client speaks and needs).
+    """
+
+    kind = "incompatible_server"
+
+    def __init__(self, message: str = "", *, server: Any = None, client_version: str = "",
+                 client_api: str = "", min_api_revision: int = 0, status: int = 0) -> None:
+        super().__init__(message, status=status)
+        self.server = server
+        self.client_version = client_version
+        self.client_api = client_api
+        self.min_api_revision = min_api_revision
+
+
+# The kinds the server sends. IncompatibleServer is the client's own finding, not a server kind.
 KIND_TO_ERROR: Dict[str, Type[ComposeboxError]] = {
     cls.kind: cls
     for cls in (InvalidConfig, PolicyViolation, PrerequisiteError, NotFound, IsADirectory,
                 PermissionDenied, Timeout, OutputLimitExceeded, SandboxUnavailable, Conflict,
-                Busy, Unauthorized, ServerError)
+                Busy, Unauthorized, BuildFailed, ServerError)
 }
 
 # The fixed HTTP status of each kind, as the server documents it; used when a response has no
@@ -171,7 +201,7 @@ def make_error(kind: str, message: str, *, detail: Optional[Dict[str, Any]] = No
     cls = KIND_TO_ERROR.get(kind, ComposeboxError)
     err = cls(message, kind=kind, detail=detail, status=status)
     code = getattr(cls, "_errno", None)
-    if code is not None:
+    if code is not None and isinstance(err, OSError):
         # OSError subclasses: give them the errno and filename a caller of os functions expects.
         err.errno = code
         err.strerror = message

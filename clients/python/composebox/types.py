@@ -15,15 +15,22 @@ def _b64(value: Any) -> bytes:
 
 @dataclass(frozen=True)
 class Version:
+    """The server's ``/v1/version``: its release (``version``), the Go and compose library it
+    was built with, and its API: ``api`` (the route prefix, "v1") and ``api_revision`` (how many
+    additions that API has had; 0 from a server older than the field)."""
+
     version: str
     go: str = ""
     compose: str = ""
     api: str = ""
+    api_revision: int = 0
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "Version":
-        return cls(version=d.get("version", ""), go=d.get("go", ""),
-                   compose=d.get("compose", ""), api=d.get("api", ""))
+        rev = d.get("api_revision")
+        return cls(version=str(d.get("version", "")), go=str(d.get("go", "")),
+                   compose=str(d.get("compose", "")), api=str(d.get("api", "")),
+                   api_revision=rev if isinstance(rev, int) and not isinstance(rev, bool) else 0)
 
 
 @dataclass(frozen=True)

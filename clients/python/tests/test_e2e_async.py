@@ -1,6 +1,8 @@
 """The async client against the real server and engine."""
 
 import asyncio
+import hashlib
+import os
 import time
 
 import pytest
@@ -82,6 +84,61 @@ async def test_async_sample_exec_stream_files_and_cleanup(bin_path, task_name):
         await client.sample_cleanup(s)
         assert e2e.resources(task_name) == []
         await client.task_cleanup(task)
+
+
+@pytest.mark.asyncio
+async def test_async_session_end_to_end(bin_path, task_name):
+    """A whole session on whichever HTTP stack this run has (make test-python runs it on
+    Debian's and on the current releases'): a spawned server, exec, 10 MiB files both ways, a
+    streamed exec, and 8 execs at once."""
+    size = 10 * 1024 * 1024
+    async with AsyncClient.spawn(bin_path) as client:
+        v = await client.check_server()
+        assert v.api == composebox.API_VERSION and v.api_revision >= composebox.MIN_API_REVISION
+        task = await client.task_init(name=task_name, compose_yaml=e2e.compose())
+        s = await client.sample_init(task)
+
+        r = await client.exec(s, ["sh", "-c", "echo out; echo err >&2; exit 3"])
+        assert (r.exit_code, r.stdout, r.stderr) == (3, b"out\n", b"err\n")
+
+        # 10 MiB up: what the sandbox hashes is what was sent (larger than any socket buffer,
+        # so a write that resent or dropped bytes would show).
+        up = os.urandom(size)
+        await client.write_file(s, "/tmp/up.bin", up)
+        r = await client.exec(s, ["sha256sum", "/tmp/up.bin"])
+        assert r.stdout_text.split()[0] == hashlib.sha256(up).hexdigest()
+
+        # 10 MiB down: a file made in the sandbox arrives whole.
+        r = await client.exec(s, ["sh", "-c", f"head -c {size} /dev/urandom > /tmp/down.bin && "
+                                  "sha256sum /tmp/down.bin"])
+        assert r.success, r.stderr_text
+        down = await client.read_file(s, "/tmp/down.bin")
+        assert len(down) == size
+        assert hashlib.sha256(down).hexdigest() == r.stdout_text.split()[0]
+
+        # A streamed exec: stdin streamed in, output events out, then the exit.
+        async def stdin():
+            for i in range(64):
+                yield bytes([i]) * 16384
+
+        stream = await client.exec_stream(s, ["sh", "-c", "sha256sum; echo done >&2; exit 4"],
+                                          input=stdin())
+        events = [ev async for ev in stream]
+        assert events[-1].type == "exit" and stream.result.exit_code == 4
+        out = b"".join(e.data for e in events if e.type == "stdout")
+        want = hashlib.sha256(b"".join(bytes([i]) * 16384 for i in range(64))).hexdigest()
+        assert out.split()[0].decode() == want
+        assert b"".join(e.data for e in events if e.type == "stderr") == b"done\n"
+
+        # 8 execs at once, each with its own input and output.
+        results = await asyncio.gather(*[
+            client.exec(s, ["sh", "-c", "read x; echo $x-$(id -u)"], input=f"n{i}\n")
+            for i in range(8)])
+        assert [x.stdout_text for x in results] == [f"n{i}-0\n" for i in range(8)]
+
+        await client.sample_cleanup(s)
+        await client.task_cleanup(task)
+    assert e2e.resources(task_name) == []
 
 
 @pytest.mark.asyncio

@@ -4,6 +4,7 @@ import io
 import json
 import os
 import selectors
+import shutil
 import subprocess
 import threading
 import time
@@ -48,8 +49,43 @@ def sample(client, task_name):
 def test_version_and_openapi(client):
     v = client.version()
     assert v.api == "v1"
+    assert v.api_revision >= composebox.MIN_API_REVISION
+    assert client.check_server() == v
     doc = client.openapi()
     assert "/v1/samples/{project}/sandboxes/{service}/exec" in doc["paths"]
+    assert doc["info"]["version"] == f"v1 revision {v.api_revision}"
+
+
+class _RecordingServer(composebox._common.SpawnedServer):
+    made: list = []
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.made.append(self)
+
+
+@pytest.mark.parametrize("what", ["older-server", "other-api"])
+def test_spawn_refuses_a_server_it_does_not_know_and_stops_it(bin_path, monkeypatch, what):
+    """The real server against a client that needs a revision the server does not have, or
+    another API: the client says so with both versions, and its spawned server is stopped."""
+    real = subprocess.run([bin_path, "version", "--json"], capture_output=True, text=True, check=True)
+    server_version = json.loads(real.stdout)["version"]
+    if what == "older-server":
+        monkeypatch.setattr(composebox._common, "MIN_API_REVISION", 10 ** 6)
+        words = ["is older than this client", "upgrade composebox serve",
+                 f"needs revision {10 ** 6} or later"]
+    else:
+        monkeypatch.setattr(composebox._common, "API_VERSION", "v9")
+        words = ["speaks API v1 revision", "speaks API v9"]
+    _RecordingServer.made = []
+    monkeypatch.setattr(composebox._common, "SpawnedServer", _RecordingServer)
+    with pytest.raises(composebox.IncompatibleServer) as e:
+        Client.spawn(bin_path)
+    for w in words + [f"(composebox {server_version})", f"composebox {composebox.__version__} for Python"]:
+        assert w in str(e.value), (w, str(e.value))
+    assert e.value.server.api == "v1" and e.value.server.version == server_version
+    [server] = _RecordingServer.made
+    assert server.proc.poll() is not None
 
 
 def test_task_and_sample_lifecycle_leaves_nothing(client, task_name):
@@ -357,7 +393,8 @@ def test_warm_pool_is_taken_transparently(client, task_name):
     client.task_cleanup(metadata_task)
 
 
-def test_killed_parent_takes_its_spawned_server_with_it(bin_path, task_name, tmp_path):
+def test_killed_parent_takes_its_spawned_server_with_it(bin_path, task_name, tmp_path,
+                                                         request):
     # A parent that spawns a server, starts a sample and is SIGKILLed: the server sees its
     # stdin pipe close, stops and removes the sample.
     script = tmp_path / "parent.py"
@@ -368,13 +405,16 @@ from composebox import Client
 c = Client.spawn({bin_path!r})
 task = c.task_init(name={task_name!r}, compose_yaml={POOLABLE!r})
 c.sample_init(task)
-print(c._server.proc.pid, flush=True)
+print(c._server.proc.pid, c._server.dir, flush=True)
 sys.stdin.read()
 """)
     parent = subprocess.Popen(["/usr/bin/python3", str(script)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     try:
-        server_pid = int(parent.stdout.readline())
+        pid, server_dir = parent.stdout.readline().split()
+        server_pid = int(pid)
+        # The killed parent cannot remove its server's private directory (socket, log).
+        request.addfinalizer(lambda: shutil.rmtree(server_dir, ignore_errors=True))
         assert e2e.resources(task_name), "the parent's sample should be running"
     finally:
         parent.kill()

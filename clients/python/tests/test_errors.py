@@ -3,8 +3,8 @@ import errno
 import pytest
 
 from composebox import errors
-from composebox.errors import (ComposeboxError, InvalidConfig, IsADirectory, NotFound,
-                               OutputLimitExceeded, PermissionDenied, PolicyViolation,
+from composebox.errors import (BuildFailed, ComposeboxError, InvalidConfig, IsADirectory,
+                               NotFound, OutputLimitExceeded, PermissionDenied, PolicyViolation,
                                PrerequisiteError, SandboxUnavailable, Timeout, error_from_body)
 from composebox.types import ExecResult
 
@@ -30,6 +30,7 @@ def test_kinds_map_to_builtins(kind, cls, builtin):
     ("unavailable", SandboxUnavailable),
     ("policy_violation", PolicyViolation),
     ("prerequisite", PrerequisiteError),
+    ("build_failed", BuildFailed),
 ])
 def test_composebox_only_kinds(kind, cls):
     e = error_from_body(500, {"kind": kind, "message": "m"})
@@ -40,7 +41,7 @@ def test_composebox_only_kinds(kind, cls):
 def test_every_documented_kind_has_a_class():
     documented = ["invalid_config", "unauthorized", "permission_denied", "not_found",
                   "is_a_directory", "conflict", "output_limit", "policy_violation",
-                  "prerequisite", "busy", "internal", "unavailable", "timeout"]
+                  "prerequisite", "busy", "internal", "unavailable", "timeout", "build_failed"]
     for kind in documented:
         assert kind in errors.KIND_TO_ERROR, kind
         assert errors.KIND_TO_ERROR[kind].kind == kind
