@@ -247,6 +247,7 @@ func load(ctx context.Context, r *Resolution, opts LoadOptions) (*loaded, error)
 		}
 	}
 
+	registerEnvFileFormats()
 	unset := &unsetRecorder{}
 	proj, err := loader.LoadWithContext(ctx, details, func(o *loader.Options) {
 		o.SetProjectName(name, true)

@@ -95,3 +95,16 @@ func TestUnsetVariableWarnedOncePerTask(t *testing.T) {
 		t.Errorf("%d warnings for 2 samples, want 1:\n%s", n, log.String())
 	}
 }
+
+// TestEnvFileRawRuns: a format: raw env file gives the container its values as written.
+func TestEnvFileRawRuns(t *testing.T) {
+	t.Parallel()
+	o, _ := newOrchestrator(t)
+	testutil.BaseImage(t)
+	task := taskInit(t, o, orchestrator.TaskSpec{Path: project("compose-rules/env-file-raw")})
+	s, out := runIn(t, task, "default", `printf '%s|%s|%s|%s' "$PASSWORD" "$QUOTED" "$GREETING" "$DOTENV_QUOTED"`)
+	if want := `pa$$word${NOT_A_VARIABLE}|"kept quotes"|hello world|quotes removed`; out != want {
+		t.Errorf("environment %q, want %q", out, want)
+	}
+	checkRemoved(t, o, s)
+}

@@ -35,4 +35,10 @@ func TestConfigComposeRules(t *testing.T) {
 	if code != exitFailure || !strings.HasPrefix(errOut, "composebox: invalid_config: ") || !strings.Contains(errOut, "give the token with -e CBX_TOKEN=...") {
 		t.Errorf("required: exit %d, stderr %q", code, errOut)
 	}
+
+	for _, name := range []string{"env-file-raw"} {
+		if code, out, errOut := runConfigCLI(t, "config", dir(name)); code != exitOK || errOut != "" {
+			t.Errorf("%s: exit %d\n%s%s", name, code, out, errOut)
+		}
+	}
 }
