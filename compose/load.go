@@ -89,8 +89,9 @@ type LoadOptions struct {
 //
 // A variable used unset and without a default is blank, as compose makes it, with a warning on
 // LoadOptions.Logger (UnsetVariables lists them). Every problem comes back at once in a
-// *PolicyError: missing build contexts and Dockerfiles, the default service, and every policy
-// violation, each with its service, field and opt-in. A file that cannot be parsed
+// *PolicyError: missing build contexts and Dockerfiles, the rules compose checks itself
+// (container_name used twice, start_interval without start_period), the default service, and
+// every policy violation, each with its service, field and opt-in. A file that cannot be parsed
 // is an ErrInvalidConfig naming the file and line. The returned project is rewritten as the
 // policy checked it: host paths resolved, pull_policy never.
 func Load(ctx context.Context, r *Resolution, opts LoadOptions) (*types.Project, error) {
@@ -288,6 +289,7 @@ func load(ctx context.Context, r *Resolution, opts LoadOptions) (*loaded, error)
 		l.problems = append(l.problems, Violation{Rule: "task", Why: err.Error(), Invalid: true})
 	}
 	l.problems = append(l.problems, checkBuilds(proj, set)...)
+	l.problems = append(l.problems, checkConsistency(proj)...)
 	if _, err := DefaultService(proj); err != nil {
 		v := Violation{Rule: "default-service", Why: err.Error(), Invalid: true}
 		if nd := (*NoDefaultError)(nil); errors.As(err, &nd) {

@@ -342,30 +342,32 @@ func TestPolicyRules(t *testing.T) {
 	}
 }
 
-// Every problem comes back at once: policy violations of several services, a missing build
-// context and the default service, in one error.
+// Every problem comes back at once: policy violations of several services, a container_name
+// used twice, a missing build context and the default service, in one error.
 func TestPolicyEveryProblemAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"compose.yaml": `services:
   a:
     image: busybox
     privileged: true
+    container_name: one
   b:
     build: ./missing
     cap_add: [SYS_ADMIN]
     volumes: ["/etc:/etc"]
+    container_name: one
 `})
 	_, err := loadDir(t, dir, LoadOptions{})
 	if !errors.Is(err, ErrPolicyViolation) || !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("err = %v, want both categories", err)
 	}
 	got := rulesOf(problemsOf(t, err))
-	want := []string{"build []", "capabilities [--allow-cap SYS_ADMIN]", "default-service [--default SERVICE, or --agent-image IMAGE]",
+	want := []string{"build []", "capabilities [--allow-cap SYS_ADMIN]", "container-name []", "default-service [--default SERVICE, or --agent-image IMAGE]",
 		"host-path [" + anyMount + "]", "privileged [--allow privileged]"}
 	if !slices.Equal(got, want) {
 		t.Errorf("problems %q\nwant %q", got, want)
 	}
-	if !strings.HasPrefix(err.Error(), "check "+filepath.Join(dir, "compose.yaml")+": 5 problems:\n  - ") {
+	if !strings.HasPrefix(err.Error(), "check "+filepath.Join(dir, "compose.yaml")+": 6 problems:\n  - ") {
 		t.Errorf("error = %q", err)
 	}
 	// Prepare adds what normalisation finds; a container_name and a fixed name are adapted per
@@ -636,4 +638,23 @@ networks:
 			t.Errorf("network_mode %q networks %v project networks %v", s.NetworkMode, s.Networks, p.Networks)
 		}
 	})
+}
+
+// A secret of an included file takes its variable from the include's env_file, as compose
+// reads it; the variable stays out of the project's own.
+func TestIncludeEnvFileReachesSecrets(t *testing.T) {
+	p := mustLoad(t, filepath.Join(rulesDir, "include-env-secret"), LoadOptions{})
+	if got := p.Secrets["target_token"].Content; got != "tok-from-the-include" {
+		t.Errorf("secret content %q, want the include's env_file value", got)
+	}
+	if _, ok := p.Environment["TARGET_TOKEN"]; ok {
+		t.Error("the include's variable leaked into the project's variables")
+	}
+	// Given by the runner instead, the runner's value is the secret (what the project's own
+	// variables say is what compose reads when nothing in the include set it).
+	yml := "services:\n  default:\n    image: busybox\n    secrets: [s]\nsecrets:\n  s:\n    environment: TOKEN\n"
+	p, err := Load(t.Context(), FromYAML([]byte(yml), t.TempDir()), LoadOptions{Environment: map[string]string{"TOKEN": "runner"}})
+	if err != nil || p.Secrets["s"].Content != "runner" {
+		t.Errorf("Load = %v, content %q", err, p.Secrets["s"].Content)
+	}
 }

@@ -96,6 +96,24 @@ func TestUnsetVariableWarnedOncePerTask(t *testing.T) {
 	}
 }
 
+// TestIncludeEnvFileSecretRuns: a secret whose variable only an include's env_file sets reaches
+// both services that use it, as compose reads it.
+func TestIncludeEnvFileSecretRuns(t *testing.T) {
+	t.Parallel()
+	o, _ := newOrchestrator(t)
+	testutil.BaseImage(t)
+	task := taskInit(t, o, orchestrator.TaskSpec{Path: project("compose-rules/include-env-secret")})
+	s, out := runIn(t, task, "default", "cat /run/secrets/target_token")
+	if out != "tok-from-the-include" {
+		t.Errorf("default's secret: %q", out)
+	}
+	res, err := mustSandbox(t, s, "target").Exec(t.Context(), orchestrator.ExecRequest{Cmd: []string{"cat", "/run/secrets/target_token"}})
+	if err != nil || res.StdoutText() != "tok-from-the-include" {
+		t.Errorf("target's secret: %q, %v", res.StdoutText(), err)
+	}
+	checkRemoved(t, o, s)
+}
+
 // TestEnvFileRawRuns: a format: raw env file gives the container its values as written.
 func TestEnvFileRawRuns(t *testing.T) {
 	t.Parallel()

@@ -8,7 +8,8 @@ import (
 
 // TestConfigComposeRules runs `composebox config` over each project of
 // testdata/projects/compose-rules. A variable left blank is one warning on stderr, in the
-// CLI's format, naming the flags that set it, and never compose-go's own logrus line.
+// CLI's format, naming the flags that set it, and never compose-go's own logrus line; a rule
+// that compose refuses is invalid_config with the services it concerns.
 func TestConfigComposeRules(t *testing.T) {
 	dir := func(name string) string {
 		return filepath.Join("..", "..", "testdata", "projects", "compose-rules", name)
@@ -36,9 +37,23 @@ func TestConfigComposeRules(t *testing.T) {
 		t.Errorf("required: exit %d, stderr %q", code, errOut)
 	}
 
-	for _, name := range []string{"env-file-raw"} {
+	for _, name := range []string{"env-file-raw", "include-env-secret"} {
 		if code, out, errOut := runConfigCLI(t, "config", dir(name)); code != exitOK || errOut != "" {
 			t.Errorf("%s: exit %d\n%s%s", name, code, out, errOut)
+		}
+	}
+	for name, want := range map[string][]string{
+		"duplicate-container-name": {`service "worker": container_name: app: service "web" has the same container_name`},
+		"start-interval-no-period": {`service "default": healthcheck.start_interval: 1s: needs healthcheck.start_period`},
+	} {
+		code, _, errOut := runConfigCLI(t, "config", dir(name))
+		if code != exitFailure || !strings.HasPrefix(errOut, "composebox: invalid_config: ") {
+			t.Errorf("%s: exit %d, stderr %q; want invalid_config", name, code, errOut)
+		}
+		for _, w := range want {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("%s: stderr %q lacks %q", name, errOut, w)
+			}
 		}
 	}
 }
