@@ -96,6 +96,27 @@ func TestUnsetVariableWarnedOncePerTask(t *testing.T) {
 	}
 }
 
+// TestHarborEnvironmentDirRuns runs a Harbor environment/ directory given on its own, whose
+// docker-compose.yaml only hands main its variables: main is built from the Dockerfile beside
+// it, as Harbor builds it, and gets the overlay's variables and Harbor's TEST_DIR.
+func TestHarborEnvironmentDirRuns(t *testing.T) {
+	t.Parallel()
+	o, _ := newOrchestrator(t)
+	testutil.BaseImage(t)
+	task := taskInit(t, o, orchestrator.TaskSpec{
+		Path:        suiteProject("harbor-environment-dir/s3-data-check/environment"),
+		Environment: map[string]string{"DATA_URI": "s3://bucket/data"},
+	})
+	if task.Name() != "s3-data-check" || task.DefaultService() != "main" {
+		t.Errorf("task %q, default %q: want the task's directory and main", task.Name(), task.DefaultService())
+	}
+	s, out := runIn(t, task, "main", `echo "$DATA_URI $DATA_REGION $TEST_DIR"; pwd`)
+	if out != "s3://bucket/data eu-west-1 /tests\n/data\n" {
+		t.Errorf("main: %q, want the overlay's variables, TEST_DIR and the Dockerfile's workdir", out)
+	}
+	checkRemoved(t, o, s)
+}
+
 // TestIncludeEnvFileSecretRuns: a secret whose variable only an include's env_file sets reaches
 // both services that use it, as compose reads it.
 func TestIncludeEnvFileSecretRuns(t *testing.T) {
