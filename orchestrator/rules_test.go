@@ -33,6 +33,14 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// startTask inits a task of spec on a fresh orchestrator, with the base image its files build on.
+func startTask(t *testing.T, spec orchestrator.TaskSpec, opts ...orchestrator.Option) (*orchestrator.Orchestrator, *orchestrator.Task) {
+	t.Helper()
+	o, _ := newOrchestrator(t, opts...)
+	testutil.BaseImage(t)
+	return o, taskInit(t, o, spec)
+}
+
 // runIn starts one sample of task, removed at the end of the test, and runs script in service.
 func runIn(t *testing.T, task *orchestrator.Task, service, script string) (*orchestrator.Sample, string) {
 	t.Helper()
@@ -55,9 +63,8 @@ func runIn(t *testing.T, task *orchestrator.Task, service, script string) (*orch
 func TestUnsetRegistryRunsLocalImages(t *testing.T) {
 	t.Parallel()
 	var log syncBuffer
-	o, _ := newOrchestrator(t, orchestrator.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
-	testutil.BaseImage(t)
-	task := taskInit(t, o, orchestrator.TaskSpec{Path: suiteProject("inspect-cybench-local-images/locktalk")})
+	o, task := startTask(t, orchestrator.TaskSpec{Path: suiteProject("inspect-cybench-local-images/locktalk")},
+		orchestrator.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
 	if got := compose.UnsetVariables(task.Project()); !slices.Equal(got, []string{"UCB_CONTAINER_REGISTRY"}) {
 		t.Errorf("UnsetVariables = %v", got)
 	}
@@ -77,14 +84,12 @@ func TestUnsetRegistryRunsLocalImages(t *testing.T) {
 func TestUnsetVariableWarnedOncePerTask(t *testing.T) {
 	t.Parallel()
 	var log syncBuffer
-	o, _ := newOrchestrator(t, orchestrator.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
-	testutil.BaseImage(t)
-	task := taskInit(t, o, orchestrator.TaskSpec{Name: "unset-" + compose.NewSampleID(), YAML: []byte(`services:
+	_, task := startTask(t, orchestrator.TaskSpec{Name: "unset-" + compose.NewSampleID(), YAML: []byte(`services:
   default:
     image: ${COMPOSEBOX_BASE_IMAGE}
     command: ["tail", "-f", "/dev/null"]
     environment: {P: "${COMPOSE_PROJECT_NAME}", R: "[${CBX_TEST_UNSET_REGISTRY}]"}
-`)})
+`)}, orchestrator.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
 	for _, s := range startSamples(t, task, 2) {
 		res, err := s.Default().Exec(t.Context(), orchestrator.ExecRequest{Cmd: []string{"sh", "-c", `echo "$P $R"`}})
 		if want := s.Project() + " []\n"; err != nil || res.StdoutText() != want {
@@ -101,9 +106,7 @@ func TestUnsetVariableWarnedOncePerTask(t *testing.T) {
 // it, as Harbor builds it, and gets the overlay's variables and Harbor's TEST_DIR.
 func TestHarborEnvironmentDirRuns(t *testing.T) {
 	t.Parallel()
-	o, _ := newOrchestrator(t)
-	testutil.BaseImage(t)
-	task := taskInit(t, o, orchestrator.TaskSpec{
+	o, task := startTask(t, orchestrator.TaskSpec{
 		Path:        suiteProject("harbor-environment-dir/s3-data-check/environment"),
 		Environment: map[string]string{"DATA_URI": "s3://bucket/data"},
 	})
@@ -121,9 +124,7 @@ func TestHarborEnvironmentDirRuns(t *testing.T) {
 // both services that use it, as compose reads it.
 func TestIncludeEnvFileSecretRuns(t *testing.T) {
 	t.Parallel()
-	o, _ := newOrchestrator(t)
-	testutil.BaseImage(t)
-	task := taskInit(t, o, orchestrator.TaskSpec{Path: project("compose-rules/include-env-secret")})
+	o, task := startTask(t, orchestrator.TaskSpec{Path: project("compose-rules/include-env-secret")})
 	s, out := runIn(t, task, "default", "cat /run/secrets/target_token")
 	if out != "tok-from-the-include" {
 		t.Errorf("default's secret: %q", out)
@@ -138,9 +139,7 @@ func TestIncludeEnvFileSecretRuns(t *testing.T) {
 // TestEnvFileRawRuns: a format: raw env file gives the container its values as written.
 func TestEnvFileRawRuns(t *testing.T) {
 	t.Parallel()
-	o, _ := newOrchestrator(t)
-	testutil.BaseImage(t)
-	task := taskInit(t, o, orchestrator.TaskSpec{Path: project("compose-rules/env-file-raw")})
+	o, task := startTask(t, orchestrator.TaskSpec{Path: project("compose-rules/env-file-raw")})
 	s, out := runIn(t, task, "default", `printf '%s|%s|%s|%s' "$PASSWORD" "$QUOTED" "$GREETING" "$DOTENV_QUOTED"`)
 	if want := `pa$$word${NOT_A_VARIABLE}|"kept quotes"|hello world|quotes removed`; out != want {
 		t.Errorf("environment %q, want %q", out, want)
