@@ -2,6 +2,7 @@ package compose
 
 import (
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -11,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/compose-spec/compose-go/v2/dotenv"
-	"github.com/compose-spec/compose-go/v2/template"
 	"github.com/compose-spec/compose-go/v2/types"
 
 	"github.com/composebox/composebox/internal/errdefs"
@@ -28,8 +28,8 @@ import (
 //     references them;
 //   - what composebox sets itself: COMPOSEBOX_BASE_IMAGE, and COMPOSE_PROJECT_NAME (the
 //     project's name, which compose-go sets).
-// A variable that is none of these and has no default in the file is ErrInvalidConfig naming
-// the variable and the flags that set it.
+// As in compose, a variable that is none of these and has no default in the file is blank, with
+// a warning naming it and the flags that set it (UnsetVariables); ${VAR:?message} fails.
 
 // SampleVariablesEnv is set by Load, in the project's Environment, to the per-sample variables
 // the files reference (comma-separated), when there is any: see SampleVariables.
@@ -142,49 +142,70 @@ func (s *fileSet) sampleVariables(env types.Mapping, opts LoadOptions) {
 	}
 }
 
-// quietSubstitute interpolates like compose-go, recording the variables that are unset and
-// have no default instead of logging them.
-func quietSubstitute(unset map[string]bool) func(string, template.Mapping) (string, error) {
-	replace := func(sub string, m template.Mapping, cfg *template.Config) (string, error) {
-		v, applied, err := template.DefaultReplacementAppliedFunc(sub, m, cfg)
-		if err == nil && !applied {
-			unset[strings.Trim(sub, "${}")] = true
-		}
-		return v, err
+// UnsetVariablesEnv is set by Load, in the project's Environment, to the variables the files
+// use that are not set and have no default (comma-separated), when there is any: see
+// UnsetVariables.
+const UnsetVariablesEnv = "COMPOSEBOX_UNSET_VARIABLES"
+
+// UnsetVariables lists the variables that the files of a project loaded by Load use unset and
+// without a default. Each was left blank, as compose leaves it, and Load warned about it
+// through LoadOptions.Logger. SAMPLE_METADATA_* variables are not listed.
+func UnsetVariables(p *types.Project) []string {
+	if p == nil || p.Environment[UnsetVariablesEnv] == "" {
+		return nil
 	}
-	return func(s string, m template.Mapping) (string, error) {
-		return template.SubstituteWithOptions(s, m, template.WithoutLogging, template.WithReplacementFunction(replace))
-	}
+	return strings.Split(p.Environment[UnsetVariablesEnv], ",")
 }
 
-// unsetVariables turns the unset variables of a load into problems, each with the file and line
-// that uses it. A metadata variable a sample does not give is blank, as it always was.
-func (s *fileSet) unsetVariables(unset map[string]bool, log interface{ Warn(string, ...any) }) []Violation {
-	var out []Violation
-	for _, name := range slices.Sorted(maps.Keys(unset)) {
+// warnUnset logs each variable the files use unset and without a default, which compose-go
+// left blank: where it is used and the flags that set it. A metadata variable a sample does not
+// give is blank too, with a warning of its own. It returns the others, and a problem for each
+// that says where it is used, for a load that fails (a blank value is often the cause). quiet
+// leaves out the warnings about the others (LoadOptions.QuietUnset).
+func (s *fileSet) warnUnset(unset []string, log *slog.Logger, quiet bool) (names []string, problems []Violation) {
+	for _, name := range unset {
 		if strings.HasPrefix(name, MetadataPrefix) {
 			log.Warn("sample metadata variable is not set, defaulting to a blank string", "variable", name)
 			continue
 		}
+		file, line := s.locateVariable(name)
 		where := ""
-		if file, line := s.locateVariable(name); file != "" {
+		if file != "" {
 			where = fmt.Sprintf(" (%s line %d)", file, line)
 		}
-		out = append(out, Violation{
+		if !quiet {
+			log.Warn("variable is not set, defaulting to a blank string", "variable", name, "file", file, "line", line,
+				"set_with", variableFix(name))
+		}
+		names = append(names, name)
+		problems = append(problems, Violation{
 			Field: "${" + name + "}", Rule: "variables", Invalid: true, OptIn: variableFix(name),
-			Why: "is not set and has no default" + where + ": composebox does not read its own environment for a compose file",
+			Why: "is not set and was left blank" + where + ": composebox does not read its own environment for a compose file",
 		})
 	}
-	return out
+	return names, problems
 }
 
-// locateVariable finds the first file and line that reference $NAME or ${NAME.
+// recordUnset notes the variables left blank in the project (UnsetVariables).
+func recordUnset(p *types.Project, names []string) {
+	if len(names) == 0 {
+		return
+	}
+	if p.Environment == nil {
+		p.Environment = types.Mapping{}
+	}
+	p.Environment[UnsetVariablesEnv] = strings.Join(names, ",")
+}
+
+// locateVariable finds the first file and line that reference $NAME or ${NAME, skipping
+// comment lines: a comment that mentions a variable does not use it.
 func (s *fileSet) locateVariable(name string) (string, int) {
 	re := regexp.MustCompile(`\$\{?` + regexp.QuoteMeta(name) + `\b`)
 	for _, f := range s.order {
-		data := s.content[f]
-		if loc := re.FindIndex(data); loc != nil {
-			return f, strings.Count(string(data[:loc[0]]), "\n") + 1
+		for i, line := range strings.Split(string(s.content[f]), "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(line), "#") && re.MatchString(line) {
+				return f, i + 1
+			}
 		}
 	}
 	return "", 0

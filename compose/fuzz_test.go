@@ -32,7 +32,7 @@ func FuzzLoad(f *testing.F) {
 	}
 	for _, s := range []string{
 		"x-c: &c {image: busybox}\nservices:\n  default:\n    <<: *c\n    volumes: ['./data:/data', '/etc:/etc']\n",
-		"services:\n  default:\n    build: .\n    healthcheck: {test: [CMD, 'true'], start_interval: 1s}\n",
+		"services:\n  default:\n    build: .\n    healthcheck: {test: [CMD, 'true'], start_period: 1s, start_interval: 1s}\n",
 		"services:\n  a: {image: x, x-default: true, networks: [n], security_opt: ['seccomp:unconfined']}\n  b: {image: y, cap_add: [cap_sys_admin]}\nnetworks: {n: {}}\n",
 		"services:\n  default:\n    image: ${SAMPLE_METADATA_KEY:-x}\n    environment: [SAMPLE_METADATA_KEY]\n",
 	} {

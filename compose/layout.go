@@ -161,6 +161,11 @@ func resolveLayout(abs string, isDir bool) (*Resolution, bool, error) {
 		r, err := resolveHarbor(dir)
 		return r, err == nil, err
 	}
+	if isDir && filepath.Base(dir) == harborEnvironmentDir && isFile(filepath.Join(filepath.Dir(dir), harborTaskFile)) {
+		// A Harbor task's environment/ given directly: Harbor only ever runs it as its task.
+		r, err := resolveHarbor(filepath.Dir(dir))
+		return r, err == nil, err
+	}
 	if isFile(filepath.Join(dir, terminalBenchTaskFile)) {
 		if f := firstComposeFile(dir); f != "" {
 			return &Resolution{
@@ -178,6 +183,12 @@ func resolveLayout(abs string, isDir bool) (*Resolution, bool, error) {
 				},
 			}, true, nil
 		}
+	}
+	if isDir && harborEnvironmentOnly(dir) {
+		r := harborResolution(dir, TaskNameOf(dir), nil)
+		r.Reason = fmt.Sprintf("%s is a Harbor environment directory (a Dockerfile, and %s adding to main without building it): %s",
+			dir, filepath.Base(r.Files[0]), r.Reason)
+		return r, true, nil
 	}
 	if !isDir {
 		need := "a Harbor task.toml needs environment/ beside it"
@@ -201,16 +212,31 @@ func resolveHarbor(dir string) (*Resolution, error) {
 	if err != nil {
 		return nil, errdefs.New(ErrInvalidConfig, fmt.Sprintf("resolve %s: %v", tomlPath, err))
 	}
-	envDir := filepath.Join(dir, harborEnvironmentDir)
+	name := filepath.Base(dir)
+	if n, ok := tree.Get("task.name").(string); ok && strings.TrimSpace(n) != "" {
+		name = strings.TrimSpace(n)
+	}
+	r := harborResolution(filepath.Join(dir, harborEnvironmentDir), name, tree)
+	r.Reason = fmt.Sprintf("%s is a Harbor task (task.toml, environment/): %s", dir, r.Reason)
+	return r, nil
+}
+
+// harborResolution is a Harbor environment directory as Harbor runs it, with the settings of
+// its task.toml (tree; nil for none): main defined as Harbor's base file defines it, and the
+// directory's compose file merged on top. Its Reason says what main is.
+func harborResolution(envDir, taskName string, tree *toml.Tree) *Resolution {
 	r := &Resolution{
 		Source:         SourceDirectory,
 		Layout:         LayoutHarbor,
 		WorkingDir:     envDir,
 		DefaultService: HarborMainService,
-		TaskName:       filepath.Base(dir),
+		TaskName:       taskName,
 	}
-	if name, ok := tree.Get("task.name").(string); ok && strings.TrimSpace(name) != "" {
-		r.TaskName = strings.TrimSpace(name)
+	get := func(key string) any {
+		if tree == nil {
+			return nil
+		}
+		return tree.Get(key)
 	}
 	keepAlive := KeepAlive()
 	main := map[string]any{
@@ -225,33 +251,33 @@ func resolveHarbor(dir string) (*Resolution, error) {
 		"MAIN_IMAGE_NAME":        "hb__" + SanitizeName(r.TaskName, 60),
 	}
 	limits := map[string]any{}
-	if cpus, ok := tomlNumber(tree.Get("environment.cpus")); ok && cpus > 0 {
+	if cpus, ok := tomlNumber(get("environment.cpus")); ok && cpus > 0 {
 		limits["cpus"] = strconv.FormatFloat(cpus, 'f', -1, 64)
 		r.Env["CPUS"] = limits["cpus"].(string)
 	}
-	if mb, ok := tomlNumber(tree.Get("environment.memory_mb")); ok && mb > 0 {
+	if mb, ok := tomlNumber(get("environment.memory_mb")); ok && mb > 0 {
 		limits["memory"] = fmt.Sprintf("%dM", int64(mb))
-	} else if m, ok := tree.Get("environment.memory").(string); ok && m != "" {
+	} else if m, ok := get("environment.memory").(string); ok && m != "" {
 		limits["memory"] = m
 	}
 	if m, ok := limits["memory"].(string); ok {
 		r.Env["MEMORY"] = m
 	}
-	if allow, ok := tree.Get("environment.allow_internet").(bool); ok && !allow {
+	if allow, ok := get("environment.allow_internet").(bool); ok && !allow {
 		r.EgressOff = true
 	}
 	if len(limits) > 0 {
 		main["deploy"] = map[string]any{"resources": map[string]any{"limits": limits}}
 	}
 	what := ""
-	switch img, _ := tree.Get("environment.docker_image").(string); {
+	switch img, _ := get("environment.docker_image").(string); {
 	case img != "":
 		main["image"] = img
 		what = "main runs " + img
 	case isFile(filepath.Join(envDir, "Dockerfile")):
 		// Like a lone Dockerfile's, main's build gets the base image as a build arg.
 		main["build"] = map[string]any{"context": envDir, "dockerfile": "Dockerfile"}
-		what = "main built from environment/Dockerfile"
+		what = "main built from " + filepath.Base(envDir) + "/Dockerfile"
 	default:
 		what = "main neither built nor given an image by task.toml"
 	}
@@ -263,8 +289,41 @@ func resolveHarbor(dir string) (*Resolution, error) {
 	if r.EgressOff {
 		what += ", no internet (allow_internet = false)"
 	}
-	r.Reason = fmt.Sprintf("%s is a Harbor task (task.toml, environment/): %s", dir, what)
-	return r, nil
+	r.Reason = what
+	return r
+}
+
+// harborEnvironmentOnly reports a Harbor task's environment directory taken out of its task: a
+// Dockerfile beside a compose file that adds to service main without giving it an image or a
+// build (nor extends, which could). Harbor builds main from that Dockerfile; as a plain compose
+// project, main would have nothing to run.
+func harborEnvironmentOnly(dir string) bool {
+	f := firstComposeFile(dir)
+	if f == "" || !isFile(filepath.Join(dir, "Dockerfile")) {
+		return false
+	}
+	data, err := readLimited(f, defaultLimits.MaxFileSize)
+	if err != nil {
+		return false // the load reports it
+	}
+	docs, err := parseYAML(data, defaultLimits)
+	if err != nil {
+		return false
+	}
+	found := false
+	for _, d := range docs {
+		main := mappingOf(lookupKey(mappingOf(lookupKey(mappingOf(d), "services")), HarborMainService))
+		if main == nil {
+			continue
+		}
+		for _, key := range []string{"image", "build", "extends"} {
+			if lookupKey(main, key) != nil {
+				return false
+			}
+		}
+		found = true
+	}
+	return found
 }
 
 // harborModel is the generated base file of a Harbor task: the service main, as Harbor's own

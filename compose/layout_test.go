@@ -47,6 +47,20 @@ func TestResolveLayouts(t *testing.T) {
 		"toml-without-env/compose.yaml":                "services:\n  default:\n    image: x\n",
 		"harbor/t1/environment/docker-compose.yaml":    "services:\n  main:\n    depends_on: [side]\n  side:\n    image: x\n",
 		"harbor/t1/environment/ignored/compose.yaml.x": "",
+		// Harbor environment directories without their task.toml, and look-alikes that are not.
+		"alone/data-check/environment/Dockerfile":          "FROM scratch\n",
+		"alone/data-check/environment/docker-compose.yaml": "services:\n  main:\n    environment: [DATA_URI]\n",
+		"alone/anchored/Dockerfile":                        "FROM scratch\n",
+		"alone/anchored/compose.yaml":                      "x-m: &m {environment: [A]}\nservices:\n  main:\n    <<: *m\n  side:\n    image: x\n",
+		"alone/main-has-image/Dockerfile":                  "FROM scratch\n",
+		"alone/main-has-image/docker-compose.yaml":         "services:\n  main:\n    image: x\n",
+		"alone/main-builds/Dockerfile":                     "FROM scratch\n",
+		"alone/main-builds/docker-compose.yaml":            "services:\n  main:\n    build: .\n",
+		"alone/main-extends/Dockerfile":                    "FROM scratch\n",
+		"alone/main-extends/docker-compose.yaml":           "services:\n  main:\n    extends: {file: base.yaml, service: m}\n",
+		"alone/no-main/Dockerfile":                         "FROM scratch\n",
+		"alone/no-main/docker-compose.yaml":                "services:\n  default:\n    depends_on: [x]\n",
+		"alone/no-dockerfile/docker-compose.yaml":          "services:\n  main:\n    environment: [A]\n",
 	})
 	p := func(rel string) string { return filepath.Join(dir, rel) }
 	tests := []struct {
@@ -64,6 +78,18 @@ func TestResolveLayouts(t *testing.T) {
 		{path: "inspect/chal", layout: "inspect", task: "chal", files: 1, reason: "challenge.json beside it"},
 		{path: "plain", layout: "", task: "plain", files: 1},
 		{path: "toml-without-env", layout: "", task: "toml-without-env", files: 1},
+		// A Harbor task's environment/ given directly is its task.
+		{path: "harbor/t1/environment", layout: "harbor", task: "org/t1", def: "main", files: 1, reason: "is a Harbor task (task.toml, environment/)"},
+		{path: "harbor/t2/environment", layout: "harbor", task: "t2", def: "main", reason: "main runs img:1"},
+		// On its own, main is built from the Dockerfile beside the overlay.
+		{path: "alone/data-check/environment", layout: "harbor", task: "data-check", def: "main", files: 1,
+			reason: "is a Harbor environment directory (a Dockerfile, and docker-compose.yaml adding to main without building it): main built from environment/Dockerfile, docker-compose.yaml merged on top"},
+		{path: "alone/anchored", layout: "harbor", task: "anchored", def: "main", files: 1},
+		{path: "alone/main-has-image", layout: "", task: "main-has-image", files: 1},
+		{path: "alone/main-builds", layout: "", task: "main-builds", files: 1},
+		{path: "alone/main-extends", layout: "", task: "main-extends", files: 1},
+		{path: "alone/no-main", layout: "", task: "no-main", files: 1},
+		{path: "alone/no-dockerfile", layout: "", task: "no-dockerfile", files: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
@@ -113,5 +139,19 @@ func TestResolveLayouts(t *testing.T) {
 	}
 	if r, _ = Resolve(p("harbor/t1"), ResolveOptions{}); r.EgressOff {
 		t.Error("a task without allow_internet lost its egress")
+	}
+
+	// An environment directory on its own loads as Harbor runs it: main built from the
+	// Dockerfile, the overlay's additions on top, Harbor's variables set.
+	r, _ = Resolve(p("alone/data-check/environment"), ResolveOptions{})
+	proj, err = Load(t.Context(), r, LoadOptions{Environment: map[string]string{"DATA_URI": "s3://b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	main = proj.Services["main"]
+	if main.Build == nil || main.Build.Context != p("alone/data-check/environment") || main.Build.Args[BaseImageEnv] == nil ||
+		main.Environment["DATA_URI"] == nil || *main.Environment["DATA_URI"] != "s3://b" || *main.Environment["TEST_DIR"] != "/tests" ||
+		r.Env["CONTEXT_DIR"] != p("alone/data-check/environment") || main.Deploy != nil {
+		t.Errorf("main = %+v, env %v", main, r.Env)
 	}
 }

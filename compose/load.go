@@ -15,7 +15,6 @@ import (
 	"github.com/compose-spec/compose-go/v2/dotenv"
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/paths"
-	"github.com/compose-spec/compose-go/v2/template"
 	"github.com/compose-spec/compose-go/v2/types"
 	"go.yaml.in/yaml/v3"
 
@@ -74,8 +73,13 @@ type LoadOptions struct {
 	Policy *Policy
 	// Limits bound the input (file size, alias expansion); zero fields take the defaults.
 	Limits Limits
-	// Logger receives warnings. Default: discard.
+	// Logger receives warnings: each variable used unset and without a default, once per load.
+	// Default: discard.
 	Logger *slog.Logger
+	// QuietUnset leaves out the warnings about unset variables, for a load of files whose
+	// earlier load already gave them (a sample's own load of its task's files). They are still
+	// listed by UnsetVariables.
+	QuietUnset bool
 }
 
 // Load reads the resolved project through compose-go (interpolation, profiles, extends,
@@ -83,10 +87,13 @@ type LoadOptions struct {
 // inline projects are loaded from memory. The files the loader would read for extends, include,
 // env_file and label_file are checked first: a path outside the allowed roots is never read.
 //
-// Every problem comes back at once in a *PolicyError: unset variables, missing build contexts and
-// Dockerfiles, the default service, and every policy violation, each with its service, field
-// and opt-in. A file that cannot be parsed is an ErrInvalidConfig naming the file and line. The
-// returned project is rewritten as the policy checked it: host paths resolved, pull_policy never.
+// A variable used unset and without a default is blank, as compose makes it, with a warning on
+// LoadOptions.Logger (UnsetVariables lists them). Every problem comes back at once in a
+// *PolicyError: missing build contexts and Dockerfiles, the rules compose checks itself
+// (container_name used twice, start_interval without start_period), the default service, and
+// every policy violation, each with its service, field and opt-in. A file that cannot be parsed
+// is an ErrInvalidConfig naming the file and line. The returned project is rewritten as the
+// policy checked it: host paths resolved, pull_policy never.
 func Load(ctx context.Context, r *Resolution, opts LoadOptions) (*types.Project, error) {
 	l, err := load(ctx, r, opts)
 	if err != nil {
@@ -241,7 +248,8 @@ func load(ctx context.Context, r *Resolution, opts LoadOptions) (*loaded, error)
 		}
 	}
 
-	unset := map[string]bool{}
+	registerEnvFileFormats()
+	unset := &unsetRecorder{}
 	proj, err := loader.LoadWithContext(ctx, details, func(o *loader.Options) {
 		o.SetProjectName(name, true)
 		o.Profiles = profiles
@@ -250,23 +258,25 @@ func load(ctx context.Context, r *Resolution, opts LoadOptions) (*loaded, error)
 		o.SkipResolveEnvironment = true
 		if o.Interpolate != nil {
 			ip := *o.Interpolate
-			ip.Substitute = quietSubstitute(unset)
+			ip.Substitute = unset.substitute
 			o.Interpolate = &ip
 		}
 	})
-	l.problems = append(l.problems, set.unsetVariables(unset, log)...)
+	blankNames, blank := set.warnUnset(unset.sorted(), log, opts.QuietUnset)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("load: %w", ctx.Err())
 		}
 		lerr := set.wrap(err, details.ConfigFiles)
-		if len(l.problems) == 0 {
+		if len(l.problems) == 0 && len(blank) == 0 {
 			return nil, lerr
 		}
-		// An unset variable often causes the load error: report both.
+		// A variable left blank often causes the load error: name both.
+		l.problems = append(l.problems, blank...)
 		l.problems = append(l.problems, Violation{Rule: "load", Why: lerr.Error(), Invalid: true})
 		return l, nil
 	}
+	recordUnset(proj, blankNames)
 	proj.ComposeFiles = slices.Clone(r.Files)
 	if envProblems, bad := checkEnvFiles(proj, conf, lim.MaxFileSize); bad {
 		l.problems = append(l.problems, envProblems...)
@@ -279,6 +289,7 @@ func load(ctx context.Context, r *Resolution, opts LoadOptions) (*loaded, error)
 		l.problems = append(l.problems, Violation{Rule: "task", Why: err.Error(), Invalid: true})
 	}
 	l.problems = append(l.problems, checkBuilds(proj, set)...)
+	l.problems = append(l.problems, checkConsistency(proj)...)
 	if _, err := DefaultService(proj); err != nil {
 		v := Violation{Rule: "default-service", Why: err.Error(), Invalid: true}
 		if nd := (*NoDefaultError)(nil); errors.As(err, &nd) {
@@ -455,7 +466,8 @@ func (s *fileSet) followReferences(wd string, env types.Mapping, conf *confiner,
 				return p
 			}
 			lookup := func(k string) (string, bool) { v, ok := fenv[k]; return v, ok }
-			if v, err := template.SubstituteWithOptions(p, lookup, template.WithoutLogging); err == nil {
+			// Blank where unset, as the loader will make it; the loader warns about those.
+			if v, err := (&unsetRecorder{}).substitute(p, lookup); err == nil {
 				return v
 			}
 			return p

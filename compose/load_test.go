@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/sirupsen/logrus"
 
 	"github.com/composebox/composebox/internal/images/imagespec"
 )
@@ -87,29 +90,99 @@ func TestLoadDisableEnvFile(t *testing.T) {
 	}
 }
 
-// An unset variable without a default is an error naming it, where it is used, and the flags
-// that set it; all of them at once. A bare name in environment: passes only a value that is set.
+// An unset variable without a default is blank, as in compose, with one warning for each through
+// the logger: where it is used and the flags that set it. The process environment is not read
+// for it. A bare name in environment: passes only a value that is set.
 func TestLoadUnsetVariable(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{
-		"compose.yaml": "services:\n  default:\n    image: ${CBX_IMAGE}\n    environment:\n      X: ${CBX_TEST_SURELY_UNSET}\n      Y: $CBX_OTHER\n      HOME:\n",
+		"compose.yaml": "services:\n  default:\n    image: ${CBX_REGISTRY}busybox\n    environment:\n      X: ${CBX_TEST_SURELY_UNSET}\n      Y: $CBX_OTHER\n      HOME:\n" +
+			"      Z: ${CBX_TEST_SURELY_UNSET}\n",
 	})
 	t.Setenv("CBX_TEST_SURELY_UNSET", "from the process")
 	t.Setenv("HOME", "/home/runner")
-	_, err := loadDir(t, dir, LoadOptions{})
-	vs := problemsOf(t, err)
-	var names []string
-	for _, v := range vs {
-		names = append(names, v.Field)
+	var logged bytes.Buffer
+	p := mustLoad(t, dir, LoadOptions{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	s := p.Services["default"]
+	if s.Image != "busybox" || env(s, "X") != "" || env(s, "Y") != "" || env(s, "Z") != "" {
+		t.Errorf("image %q, X %q, Y %q, Z %q: want the unset variables blank", s.Image, env(s, "X"), env(s, "Y"), env(s, "Z"))
 	}
-	// The blank image makes compose-go fail too: both are reported.
-	if got := strings.Join(names, " "); !strings.HasPrefix(got, "${CBX_IMAGE} ${CBX_OTHER} ${CBX_TEST_SURELY_UNSET}") {
-		t.Fatalf("problems at %s: %v", got, err)
-	}
-	checkInvalid(t, err, "line 3", "line 5", "--pass-env CBX_TEST_SURELY_UNSET", "-e CBX_OTHER=VALUE")
-	p := mustLoad(t, dir, LoadOptions{Environment: map[string]string{"CBX_IMAGE": "busybox", "CBX_OTHER": "o", "CBX_TEST_SURELY_UNSET": "x"}})
-	if got := env(p.Services["default"], "HOME"); got != "<unset>" {
+	if got := env(s, "HOME"); got != "<unset>" {
 		t.Errorf("HOME = %q: a bare name took the process environment", got)
+	}
+	if got, want := UnsetVariables(p), []string{"CBX_OTHER", "CBX_REGISTRY", "CBX_TEST_SURELY_UNSET"}; !slices.Equal(got, want) {
+		t.Errorf("UnsetVariables = %v, want %v", got, want)
+	}
+	lines := strings.Split(strings.TrimSpace(logged.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d warnings, want one per variable:\n%s", len(lines), logged.String())
+	}
+	for i, want := range [][]string{
+		{"level=WARN", "variable=CBX_OTHER", "compose.yaml line=6", `set_with="-e CBX_OTHER=VALUE, --env-file FILE or --pass-env CBX_OTHER"`},
+		{"variable=CBX_REGISTRY", "compose.yaml line=3"},
+		{"variable=CBX_TEST_SURELY_UNSET", "compose.yaml line=5", "--pass-env CBX_TEST_SURELY_UNSET"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(lines[i], w) {
+				t.Errorf("warning %q does not say %q", lines[i], w)
+			}
+		}
+	}
+	// Quiet for a load of files already warned about, and still listed.
+	logged.Reset()
+	p = mustLoad(t, dir, LoadOptions{Logger: slog.New(slog.NewTextHandler(&logged, nil)), QuietUnset: true})
+	if logged.Len() != 0 || len(UnsetVariables(p)) != 3 {
+		t.Errorf("QuietUnset: logged %q, UnsetVariables %v", logged.String(), UnsetVariables(p))
+	}
+	p = mustLoad(t, dir, LoadOptions{Environment: map[string]string{"CBX_REGISTRY": "", "CBX_OTHER": "o", "CBX_TEST_SURELY_UNSET": "x"}})
+	if got := UnsetVariables(p); got != nil {
+		t.Errorf("UnsetVariables = %v with every variable given (one empty)", got)
+	}
+	// When the blank value makes the file fail to load, the error names the variable too.
+	_, err := Load(t.Context(), FromYAML([]byte("services:\n  default:\n    image: ${CBX_IMAGE}\n"), t.TempDir()), LoadOptions{})
+	checkInvalid(t, err, "${CBX_IMAGE}: is not set and was left blank (inline compose YAML line 3)", "-e CBX_IMAGE=VALUE",
+		"neither an image nor a build context")
+}
+
+// compose-go warns about an unset variable on logrus, from its nested substitutions too (a
+// default's text, what follows a default in the same braces), and a library must not print.
+// Only the logger hears of it, once per variable. ${VAR:?message} still fails with the message.
+func TestLoadUnsetVariableNotOnLogrus(t *testing.T) {
+	var lr bytes.Buffer
+	out, level := logrus.StandardLogger().Out, logrus.GetLevel()
+	logrus.SetOutput(&lr)
+	logrus.SetLevel(logrus.WarnLevel)
+	t.Cleanup(func() { logrus.SetOutput(out); logrus.SetLevel(level) })
+	yml := "services:\n  default:\n    image: busybox\n    environment:\n" +
+		"      A: \"${CBX_A:-${CBX_NESTED}}\"\n" + // a default's text
+		"      B: \"${CBX_B:-x}/${CBX_AFTER}\"\n" + // after a default, in the same match
+		"      C: \"${CBX_C:+alt}${CBX_D-d}$${CBX_LITERAL}\"\n" +
+		"      D: \"${CBX_SET:?never}${CBX_SET:+y}\"\n"
+	var logged bytes.Buffer
+	p, err := Load(t.Context(), FromYAML([]byte(yml), t.TempDir()), LoadOptions{
+		Environment: map[string]string{"CBX_SET": "s"}, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Services["default"]
+	for k, want := range map[string]string{"A": "", "B": "x/", "C": "d${CBX_LITERAL}", "D": "sy"} {
+		if got := env(s, k); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	if got, want := UnsetVariables(p), []string{"CBX_AFTER", "CBX_NESTED"}; !slices.Equal(got, want) {
+		t.Errorf("UnsetVariables = %v, want %v", got, want)
+	}
+	if n := strings.Count(logged.String(), "level=WARN"); n != 2 {
+		t.Errorf("%d warnings on the logger, want 2:\n%s", n, logged.String())
+	}
+	if lr.Len() > 0 {
+		t.Errorf("logrus printed:\n%s", lr.String())
+	}
+	_, err = Load(t.Context(), FromYAML([]byte("services:\n  default:\n    image: \"${CBX_REG:?set the registry with -e CBX_REG=...}busybox\"\n"), t.TempDir()), LoadOptions{})
+	checkInvalid(t, err, "required variable CBX_REG is missing a value: set the registry with -e CBX_REG=...")
+	if lr.Len() > 0 {
+		t.Errorf("logrus printed:\n%s", lr.String())
 	}
 }
 

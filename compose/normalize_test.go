@@ -29,6 +29,7 @@ const normalizeYAML = `services:
     healthcheck:
       test: ["CMD", "true"]
       interval: 1s
+      start_period: 5s
       start_interval: 100ms
     networks: [front]
 networks:

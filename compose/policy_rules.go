@@ -349,9 +349,13 @@ func ruleFile(bind bool) func(c *checker, at site, v reflect.Value) {
 }
 
 // ruleObjectEnvironment: a secret or config taken from a variable needs that variable, which
-// only the runner can give.
+// only the runner can give. One defined in an included file may take it from the include's
+// env_file: compose-go then puts the value in the object's content, as compose reads it.
 func ruleObjectEnvironment(c *checker, at site, v reflect.Value) {
 	name := v.String()
+	if content := at.parent.FieldByName("Content"); content.IsValid() && content.String() != "" {
+		return
+	}
 	if _, ok := c.proj.Environment[name]; !ok {
 		c.invalid(at.path, name, "variables", "the variable "+name+" is not set", variableFix(name))
 	}

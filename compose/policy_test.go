@@ -1,7 +1,9 @@
 package compose
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -92,7 +94,7 @@ func TestPolicyViolationsTestdata(t *testing.T) {
 			allow: func(p *Policy) { allow("other-containers")(p); caps("SYS_PTRACE", "cap_sys_time")(p) },
 		},
 		"whole-tree/sandbox/env": {
-			want:  []ruleOptIn{{"host-path", anyMount}, {"host-path", anyMount}, {"variables", variableFix("OPENAI_API_KEY")}},
+			want:  []ruleOptIn{{"host-path", anyMount}, {"host-path", anyMount}},
 			allow: allow("any-mount"), opts: LoadOptions{PassEnv: []string{"OPENAI_API_KEY"}},
 		},
 		// A custom seccomp profile, a privileged hook, an image volume.
@@ -212,30 +214,31 @@ func TestPolicyViolationsTestdata(t *testing.T) {
 	}
 }
 
-// The runner's OPENAI_API_KEY is in composebox's environment, and
-// the file does not get it; the error names the variable and the flags that would pass it.
+// The runner's OPENAI_API_KEY is in composebox's environment, and the file does not get it: it
+// is blank, as an unset variable is, and the warning names the flags that would pass it.
 func TestPolicyRunnerSecretsNotInterpolated(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-secret-of-the-runner")
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"compose.yaml": "services:\n  default:\n    image: busybox\n    environment: {K: \"${OPENAI_API_KEY}\", L: \"$OPENAI_API_KEY\"}\n    labels: [\"k=${OPENAI_API_KEY:-none}\"]\n"})
-	_, err := loadDir(t, dir, LoadOptions{})
-	if !errors.Is(err, ErrInvalidConfig) || errors.Is(err, ErrPolicyViolation) {
-		t.Fatalf("err = %v, want ErrInvalidConfig alone", err)
+	var logged bytes.Buffer
+	p := mustLoad(t, dir, LoadOptions{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if k, l, lbl := env(p.Services["default"], "K"), env(p.Services["default"], "L"), p.Services["default"].Labels["k"]; k != "" || l != "" || lbl != "none" {
+		t.Errorf("K = %q, L = %q, label k = %q; want both blank and the label's default", k, l, lbl)
 	}
-	for _, w := range []string{"${OPENAI_API_KEY}", "compose.yaml line 4", "--pass-env OPENAI_API_KEY", "-e OPENAI_API_KEY=VALUE", "--env-file FILE"} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q does not contain %q", err, w)
+	for _, w := range []string{"variable=OPENAI_API_KEY", "compose.yaml line=4", "--pass-env OPENAI_API_KEY", "-e OPENAI_API_KEY=VALUE", "--env-file FILE"} {
+		if !strings.Contains(logged.String(), w) {
+			t.Errorf("warning %q does not contain %q", logged.String(), w)
 		}
 	}
-	if strings.Contains(err.Error(), "sk-secret") {
-		t.Errorf("the error leaks the runner's value: %v", err)
+	if b, _ := p.MarshalJSON(); strings.Contains(logged.String()+string(b), "sk-secret") {
+		t.Errorf("the runner's value reached the project or the log:\n%s", logged.String())
 	}
 	// Passed one by one, it is interpolated.
-	p := mustLoad(t, dir, LoadOptions{PassEnv: []string{"OPENAI_API_KEY"}})
+	p = mustLoad(t, dir, LoadOptions{PassEnv: []string{"OPENAI_API_KEY"}})
 	if got := env(p.Services["default"], "K"); got != "sk-secret-of-the-runner" {
 		t.Errorf("K = %q with --pass-env", got)
 	}
-	// A default is not an error, and the runner's value does not replace it.
+	// The runner's value does not replace a default.
 	writeFiles(t, dir, map[string]string{"compose.yaml": "services:\n  default:\n    image: busybox\n    environment: {K: \"${OPENAI_API_KEY:-none}\"}\n"})
 	if got := env(mustLoad(t, dir, LoadOptions{}).Services["default"], "K"); got != "none" {
 		t.Errorf("K = %q, want the file's default", got)
@@ -339,27 +342,28 @@ func TestPolicyRules(t *testing.T) {
 	}
 }
 
-// Every problem comes back at once: policy violations of several services, an unset variable,
-// a missing build context and the default service, in one error.
+// Every problem comes back at once: policy violations of several services, a container_name
+// used twice, a missing build context and the default service, in one error.
 func TestPolicyEveryProblemAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"compose.yaml": `services:
   a:
     image: busybox
     privileged: true
-    environment: {X: "${UNSET_ONE}"}
+    container_name: one
   b:
     build: ./missing
     cap_add: [SYS_ADMIN]
     volumes: ["/etc:/etc"]
+    container_name: one
 `})
 	_, err := loadDir(t, dir, LoadOptions{})
 	if !errors.Is(err, ErrPolicyViolation) || !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("err = %v, want both categories", err)
 	}
 	got := rulesOf(problemsOf(t, err))
-	want := []string{"build []", "capabilities [--allow-cap SYS_ADMIN]", "default-service [--default SERVICE, or --agent-image IMAGE]", "host-path [" + anyMount + "]",
-		"privileged [--allow privileged]", "variables [" + variableFix("UNSET_ONE") + "]"}
+	want := []string{"build []", "capabilities [--allow-cap SYS_ADMIN]", "container-name []", "default-service [--default SERVICE, or --agent-image IMAGE]",
+		"host-path [" + anyMount + "]", "privileged [--allow privileged]"}
 	if !slices.Equal(got, want) {
 		t.Errorf("problems %q\nwant %q", got, want)
 	}
@@ -634,4 +638,23 @@ networks:
 			t.Errorf("network_mode %q networks %v project networks %v", s.NetworkMode, s.Networks, p.Networks)
 		}
 	})
+}
+
+// A secret of an included file takes its variable from the include's env_file, as compose
+// reads it; the variable stays out of the project's own.
+func TestIncludeEnvFileReachesSecrets(t *testing.T) {
+	p := mustLoad(t, filepath.Join(rulesDir, "include-env-secret"), LoadOptions{})
+	if got := p.Secrets["target_token"].Content; got != "tok-from-the-include" {
+		t.Errorf("secret content %q, want the include's env_file value", got)
+	}
+	if _, ok := p.Environment["TARGET_TOKEN"]; ok {
+		t.Error("the include's variable leaked into the project's variables")
+	}
+	// Given by the runner instead, the runner's value is the secret (what the project's own
+	// variables say is what compose reads when nothing in the include set it).
+	yml := "services:\n  default:\n    image: busybox\n    secrets: [s]\nsecrets:\n  s:\n    environment: TOKEN\n"
+	p, err := Load(t.Context(), FromYAML([]byte(yml), t.TempDir()), LoadOptions{Environment: map[string]string{"TOKEN": "runner"}})
+	if err != nil || p.Secrets["s"].Content != "runner" {
+		t.Errorf("Load = %v, content %q", err, p.Secrets["s"].Content)
+	}
 }

@@ -14,7 +14,10 @@ import (
 	"github.com/composebox/composebox/internal/images/imagespec"
 )
 
-const suitesDir = "../testdata/projects/suites"
+const (
+	suitesDir = "../testdata/projects/suites"
+	rulesDir  = "../testdata/projects/compose-rules"
+)
 
 // suiteCase is one case of a suite project's expect.yaml (testdata/projects/suites/README.md).
 type suiteCase struct {
@@ -39,6 +42,7 @@ type suiteCase struct {
 	Environment     map[string]map[string]string   `yaml:"environment"`
 	Binds           map[string]map[string]string   `yaml:"binds"`
 	ImagesUsed      map[string]string              `yaml:"images_used"`
+	Unset           *[]string                      `yaml:"unset"`
 }
 
 // TestSuitesCorpus loads every project of testdata/projects/suites as a runner would pass it and
@@ -46,11 +50,27 @@ type suiteCase struct {
 // runs, its task name, layout, default service, services, builds, the per-sample adaptations
 // and what a sample gets (aliases, environment, binds, images).
 func TestSuitesCorpus(t *testing.T) {
+	if projects := runCorpus(t, suitesDir); projects < 20 {
+		t.Errorf("%d suite projects, want the whole corpus", projects)
+	}
+}
+
+// TestComposeRules checks the projects of testdata/projects/compose-rules, one rule of compose
+// each, as TestSuitesCorpus checks the suites'.
+func TestComposeRules(t *testing.T) {
+	if projects := runCorpus(t, rulesDir); projects < 5 {
+		t.Errorf("%d projects, want one per rule", projects)
+	}
+}
+
+// runCorpus runs the expect.yaml cases of every project directory under root, and returns how
+// many projects there are.
+func runCorpus(t *testing.T, root string) int {
 	base, err := imagespec.BaseRef(imagespec.DefaultBusybox)
 	if err != nil {
 		t.Skipf("no base image reference: %v", err)
 	}
-	entries, err := os.ReadDir(suitesDir)
+	entries, err := os.ReadDir(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +80,7 @@ func TestSuitesCorpus(t *testing.T) {
 			continue
 		}
 		projects++
-		dir, err := filepath.Abs(filepath.Join(suitesDir, e.Name()))
+		dir, err := filepath.Abs(filepath.Join(root, e.Name()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,9 +102,7 @@ func TestSuitesCorpus(t *testing.T) {
 			t.Run(e.Name()+"/"+c.Name, func(t *testing.T) { runSuiteCase(t, dir, base, c) })
 		}
 	}
-	if projects < 20 {
-		t.Errorf("%d suite projects, want the whole corpus", projects)
-	}
+	return projects
 }
 
 func runSuiteCase(t *testing.T, dir, base string, c suiteCase) {
@@ -223,6 +241,9 @@ func runSuiteCase(t *testing.T, dir, base string, c suiteCase) {
 				t.Errorf("service %s binds %v, want %s at %s", svc, np.Services[svc].Volumes, tmpl(src), target)
 			}
 		}
+	}
+	if c.Unset != nil && !slices.Equal(UnsetVariables(p), *c.Unset) {
+		t.Errorf("variables left blank: %v, want %v", UnsetVariables(p), *c.Unset)
 	}
 	for svc, want := range c.ImagesUsed {
 		if want == "base" {

@@ -239,6 +239,7 @@ func (t *Task) sampleProject(ctx context.Context, s *Sample, spec SampleSpec) (*
 		var err error
 		opts := t.loadOptions(vars, spec.Metadata)
 		opts.Name = s.project
+		opts.QuietUnset = true // TaskInit's load warned about them
 		if p, err = compose.Load(ctx, t.resolution, opts); err != nil {
 			return nil, err
 		}

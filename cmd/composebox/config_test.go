@@ -43,6 +43,7 @@ func TestConfigTestdata(t *testing.T) {
 		"bad":               "invalid_config",
 		"policy-violations": "policy_violation",
 		"suites":            "owned by TestConfigSuites",
+		"compose-rules":     "owned by TestConfigComposeRules",
 	}
 	entries, err := os.ReadDir(root)
 	if err != nil {
