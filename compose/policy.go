@@ -64,8 +64,9 @@ type Policy struct {
 	// AllowLogging (logging) permits logging drivers other than json-file, local and none:
 	// those send the output to an address or a daemon of the host.
 	AllowLogging bool `json:"allow_logging,omitempty" yaml:"allow_logging,omitempty"`
-	// AllowHostPriority (host-priority) permits oom_kill_disable, a negative oom_score_adj and
-	// realtime CPU scheduling, which put the container ahead of the host's own processes.
+	// AllowHostPriority (host-priority) permits oom_kill_disable, a negative oom_score_adj,
+	// realtime CPU scheduling and the rtprio and nice ulimits, which put the container ahead of
+	// the host's own processes.
 	AllowHostPriority bool `json:"allow_host_priority,omitempty" yaml:"allow_host_priority,omitempty"`
 	// AllowAnyMount (any-mount) permits host paths from anywhere: bind sources, build contexts,
 	// env files, secret files, seccomp profiles. The docker socket stays denied.
@@ -116,7 +117,7 @@ var allowKinds = []allowKind{
 	{"providers", "provider services and models, which run programs on the host", func(p *Policy) *bool { return &p.AllowProviders }},
 	{"cgroup-parent", "cgroup_parent", func(p *Policy) *bool { return &p.AllowCgroupParent }},
 	{"logging", "logging drivers other than json-file, local and none", func(p *Policy) *bool { return &p.AllowLogging }},
-	{"host-priority", "oom_kill_disable, a negative oom_score_adj and realtime scheduling", func(p *Policy) *bool { return &p.AllowHostPriority }},
+	{"host-priority", "oom_kill_disable, a negative oom_score_adj, realtime scheduling and the rtprio and nice ulimits", func(p *Policy) *bool { return &p.AllowHostPriority }},
 	{"any-mount", "host paths from anywhere (the docker socket excepted)", func(p *Policy) *bool { return &p.AllowAnyMount }},
 }
 
