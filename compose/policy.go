@@ -68,6 +68,11 @@ type Policy struct {
 	// realtime CPU scheduling and the rtprio and nice ulimits, which put the container ahead of
 	// the host's own processes.
 	AllowHostPriority bool `json:"allow_host_priority,omitempty" yaml:"allow_host_priority,omitempty"`
+	// AllowOtherTasksImages (other-tasks-images) permits running an image that composebox
+	// built for another task. Its tag is a hash of that task's build inputs, which anyone who
+	// has the files can compute, so without this a task could run what another task built from
+	// files it never saw.
+	AllowOtherTasksImages bool `json:"allow_other_tasks_images,omitempty" yaml:"allow_other_tasks_images,omitempty"`
 	// AllowAnyMount (any-mount) permits host paths from anywhere: bind sources, build contexts,
 	// env files, secret files, seccomp profiles. The docker socket stays denied.
 	AllowAnyMount bool `json:"allow_any_mount,omitempty" yaml:"allow_any_mount,omitempty"`
@@ -118,6 +123,7 @@ var allowKinds = []allowKind{
 	{"cgroup-parent", "cgroup_parent", func(p *Policy) *bool { return &p.AllowCgroupParent }},
 	{"logging", "logging drivers other than json-file, local and none", func(p *Policy) *bool { return &p.AllowLogging }},
 	{"host-priority", "oom_kill_disable, a negative oom_score_adj, realtime scheduling and the rtprio and nice ulimits", func(p *Policy) *bool { return &p.AllowHostPriority }},
+	{"other-tasks-images", "images composebox built for another task", func(p *Policy) *bool { return &p.AllowOtherTasksImages }},
 	{"any-mount", "host paths from anywhere (the docker socket excepted)", func(p *Policy) *bool { return &p.AllowAnyMount }},
 }
 

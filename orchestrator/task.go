@@ -351,7 +351,10 @@ func (t *Task) prepareImages(ctx context.Context) error {
 	if errs.ErrorOrNil() != nil && len(errs.Errors) == 1 {
 		return errs.Errors[0]
 	}
-	return errs.ErrorOrNil()
+	if err := errs.ErrorOrNil(); err != nil {
+		return err
+	}
+	return t.checkImageOwners(ctx, t.project)
 }
 
 func (t *Task) requireImage(ctx context.Context, ref, why string) error {
