@@ -47,7 +47,7 @@ func TestSampleExecAndFiles(t *testing.T) {
 	r := ts.do(t, "POST", sb+"/exec", jsonBody(t, ExecRequest{
 		Cmd:   []string{"sh", "-c", `cat; printf '\377' >&2; echo "$V" "$(pwd)"`},
 		Input: []byte("in\x00put"), Env: map[string]string{"V": "x"}, Cwd: "/tmp",
-	}),hdr)
+	}), hdr)
 	var res ExecResult
 	r.json(t, &res)
 	if r.status != http.StatusOK || res.ExitCode != 0 || string(res.Stdout) != "in\x00putx /tmp\n" || !bytes.Equal(res.Stderr, []byte{0xff}) {
