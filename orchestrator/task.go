@@ -163,6 +163,7 @@ func (o *Orchestrator) TaskInit(ctx context.Context, spec TaskSpec) (*Task, erro
 	if spec.Policy != nil {
 		t.policy = *spec.Policy
 	}
+	t.policy = o.containerDefaults(t.policy, info.MemTotal)
 	if t.resolution, err = t.resolve(); err != nil {
 		t.stopLife()
 		t.removePrivateDir()
