@@ -64,9 +64,15 @@ type Policy struct {
 	// AllowLogging (logging) permits logging drivers other than json-file, local and none:
 	// those send the output to an address or a daemon of the host.
 	AllowLogging bool `json:"allow_logging,omitempty" yaml:"allow_logging,omitempty"`
-	// AllowHostPriority (host-priority) permits oom_kill_disable, a negative oom_score_adj and
-	// realtime CPU scheduling, which put the container ahead of the host's own processes.
+	// AllowHostPriority (host-priority) permits oom_kill_disable, a negative oom_score_adj,
+	// realtime CPU scheduling and the rtprio and nice ulimits, which put the container ahead of
+	// the host's own processes.
 	AllowHostPriority bool `json:"allow_host_priority,omitempty" yaml:"allow_host_priority,omitempty"`
+	// AllowOtherTasksImages (other-tasks-images) permits running an image that composebox
+	// built for another task. Its tag is a hash of that task's build inputs, which anyone who
+	// has the files can compute, so without this a task could run what another task built from
+	// files it never saw.
+	AllowOtherTasksImages bool `json:"allow_other_tasks_images,omitempty" yaml:"allow_other_tasks_images,omitempty"`
 	// AllowAnyMount (any-mount) permits host paths from anywhere: bind sources, build contexts,
 	// env files, secret files, seccomp profiles. The docker socket stays denied.
 	AllowAnyMount bool `json:"allow_any_mount,omitempty" yaml:"allow_any_mount,omitempty"`
@@ -116,7 +122,8 @@ var allowKinds = []allowKind{
 	{"providers", "provider services and models, which run programs on the host", func(p *Policy) *bool { return &p.AllowProviders }},
 	{"cgroup-parent", "cgroup_parent", func(p *Policy) *bool { return &p.AllowCgroupParent }},
 	{"logging", "logging drivers other than json-file, local and none", func(p *Policy) *bool { return &p.AllowLogging }},
-	{"host-priority", "oom_kill_disable, a negative oom_score_adj and realtime scheduling", func(p *Policy) *bool { return &p.AllowHostPriority }},
+	{"host-priority", "oom_kill_disable, a negative oom_score_adj, realtime scheduling and the rtprio and nice ulimits", func(p *Policy) *bool { return &p.AllowHostPriority }},
+	{"other-tasks-images", "images composebox built for another task", func(p *Policy) *bool { return &p.AllowOtherTasksImages }},
 	{"any-mount", "host paths from anywhere (the docker socket excepted)", func(p *Policy) *bool { return &p.AllowAnyMount }},
 }
 

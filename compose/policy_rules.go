@@ -2,6 +2,7 @@ package compose
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -94,6 +95,8 @@ var policyRules = map[string]func(c *checker, at site, v reflect.Value){
 	"external-network":    ruleExternalNetwork,
 	"volume-driver":       ruleVolumeDriver,
 	"volume-driver-opts":  ruleVolumeDriverOpts,
+	"labels":              ruleLabels,
+	"ulimits":             ruleUlimits,
 }
 
 // NormalizeCap is a capability's name as Docker knows it: upper case, without CAP_.
@@ -482,3 +485,41 @@ func VolumeString(v types.ServiceVolumeConfig) string {
 
 // IsHost reports a namespace or network mode of "host", the host's own.
 func IsHost(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "host") }
+
+// ruleLabels refuses the label keys composebox itself sets and trusts: its own (dev.composebox.*)
+// and compose's (com.docker.compose.*). A project that set one could pass for a sample it is
+// not (another project, a detached or pooled sample, a base image) in `ls`, `cleanup` and the
+// pool.
+func ruleLabels(c *checker, at site, v reflect.Value) {
+	m, ok := v.Interface().(types.Labels)
+	if !ok {
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if reservedLabel(k) {
+			c.add(at.path+"."+k, m[k], "labels", "a label composebox sets on what it creates; a project may not set it", "")
+		}
+	}
+}
+
+// reservedLabel reports a label key that only composebox and compose may set.
+func reservedLabel(k string) bool {
+	k = strings.ToLower(strings.TrimSpace(k))
+	return strings.HasPrefix(k, "dev.composebox.") || strings.HasPrefix(k, "com.docker.compose.")
+}
+
+// realtimeUlimits raise a container's scheduling priority over the host's processes: rtprio
+// lets it take a real-time policy, nice lets it raise its own priority, neither needing
+// CAP_SYS_NICE.
+var realtimeUlimits = []string{"rtprio", "nice"}
+
+// ruleUlimits: a ulimit is the container's own resource bound, except the two that put it
+// ahead of the host's processes. The table walks the entries themselves (ruleWalk).
+func ruleUlimits(c *checker, at site, v reflect.Value) {
+	for _, k := range v.MapKeys() {
+		name := strings.ToLower(strings.TrimSpace(k.String()))
+		if slices.Contains(realtimeUlimits, name) {
+			c.deny(at.path+"."+k.String(), render(v.MapIndex(k)), "host-priority", "raises the container's scheduling priority above the host's processes")
+		}
+	}
+}

@@ -310,6 +310,16 @@ func TestPolicyRules(t *testing.T) {
 		{"deploy limits", "    deploy: {resources: {limits: {cpus: \"1\", memory: 64m, pids: 10}}, restart_policy: {condition: on-failure}}\n", Policy{}, "", ""},
 		{"annotations", "    annotations: {run.oci.keep_original_groups: \"1\"}\n", Policy{}, "runtime [--allow runtime]", "annotations"},
 		{"oom_kill_disable", "    oom_kill_disable: true\n", Policy{}, "host-priority [--allow host-priority]", "oom_kill_disable"},
+		{"ulimit rtprio", "    ulimits: {rtprio: 99}\n", Policy{}, "host-priority [--allow host-priority]", "ulimits.rtprio"},
+		{"ulimit nice", "    ulimits: {nice: {soft: 40, hard: 40}}\n", Policy{}, "host-priority [--allow host-priority]", "ulimits.nice"},
+		{"ulimit nice allowed", "    ulimits: {nice: 40}\n", Policy{AllowHostPriority: true}, "", ""},
+		{"build ulimit rtprio", "    build: {context: ., dockerfile_inline: \"FROM scratch\", ulimits: {rtprio: 99}}\n", Policy{}, "host-priority [--allow host-priority]", "build.ulimits.rtprio"},
+		{"ulimits of its own", "    ulimits: {nofile: {soft: 1024, hard: 2048}, nproc: 512}\n", Policy{}, "", ""},
+		{"our owner label", "    labels: {dev.composebox.owner: detached}\n", Policy{}, "labels []", "labels.dev.composebox.owner"},
+		{"our pool label on a volume", "    volumes: [\"d:/d\"]\nvolumes:\n  d:\n    labels: {dev.composebox.pool: warm}\n", Policy{}, "labels []", "volumes.d.labels.dev.composebox.pool"},
+		{"compose's project label", "    labels: [\"com.docker.compose.project=other\"]\n", Policy{AllowHostPriority: true}, "labels []", "labels.com.docker.compose.project"},
+		{"build label of ours", "    build: {context: ., dockerfile_inline: \"FROM scratch\", labels: {dev.composebox.image: base}}\n", Policy{}, "labels []", "build.labels.dev.composebox.image"},
+		{"labels of its own", "    labels: {org.example.team: evals}\n", Policy{}, "", ""},
 		{"build on a named network", "    build: {context: ., dockerfile_inline: \"FROM scratch\", network: other_net}\n", Policy{}, "other-containers [--allow other-containers]", "build.network"},
 		{"build entitlement", "    build: {context: ., dockerfile_inline: \"FROM scratch\", entitlements: [security.insecure]}\n", Policy{}, "privileged [--allow privileged]", "build.entitlements[0]"},
 		{"build inside", "    build: {context: ./ctx, dockerfile: ../ctx.Dockerfile}\n", Policy{}, "", ""},
@@ -432,6 +442,10 @@ func TestPolicyTableCoversComposeTypes(t *testing.T) {
 				walkType(elem, fkey+suffix)
 			case e.class == classRule && policyRules[e.rule] == nil:
 				t.Errorf("%s names the unknown rule %q", fkey, e.rule)
+			case e.class == classRule && e.walk && !isStruct:
+				t.Errorf("%s is walked after its rule but holds no structure (%s)", fkey, f.Type)
+			case e.class == classRule && e.walk:
+				walkType(elem, fkey+suffix)
 			case e.class == classDeny && e.kind != "" && AllowKindHelp(e.kind) == "":
 				t.Errorf("%s names the unknown opt-in %q", fkey, e.kind)
 			}

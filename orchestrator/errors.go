@@ -6,6 +6,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/lifecycle/sandboxio"
 )
 
 // Error categories. Every error the package returns that a caller may branch on matches one
@@ -23,6 +24,10 @@ var (
 	ErrUnavailable     = errdefs.ErrUnavailable
 	ErrConflict        = errdefs.ErrConflict
 )
+
+// ErrNotRegularFile is what ReadFile of a FIFO, a device or a socket gives, with
+// ErrInvalidConfig: such a file is never opened, since reading it could block or never end.
+var ErrNotRegularFile = sandboxio.ErrNotRegularFile
 
 // ErrorKind is the machine-readable kind of err, as the CLI prints it: invalid_config,
 // policy_violation, prerequisite, not_found, is_a_directory, permission_denied, timeout,

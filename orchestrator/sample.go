@@ -244,6 +244,9 @@ func (t *Task) sampleProject(ctx context.Context, s *Sample, spec SampleSpec) (*
 			return nil, err
 		}
 		t.policy.ApplyDefaults(p)
+		if err := t.checkImageOwners(ctx, p); err != nil {
+			return nil, err
+		}
 		for _, dir := range vars.Referenced(p) {
 			if err := makeSampleDir(dir); err != nil {
 				return nil, err

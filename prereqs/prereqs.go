@@ -143,6 +143,7 @@ func Require(ctx context.Context, c client.APIClient, timeout time.Duration) (en
 	if err != nil {
 		return info, errdefs.Wrap(errdefs.ErrPrerequisite, err, "read engine info")
 	}
+	info.MemTotal = sys.MemTotal
 	if ch := driverCheck(sys); ch.Status == Fail {
 		return info, errdefs.New(errdefs.ErrPrerequisite, "check storage driver: "+strings.ToLower(ch.Detail))
 	}
