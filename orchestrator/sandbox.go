@@ -239,4 +239,3 @@ func (b *Sandbox) Connection(ctx context.Context) (Connection, error) {
 	})
 	return c, nil
 }
-
