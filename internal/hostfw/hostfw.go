@@ -251,10 +251,11 @@ func (f *Firewall) Release(ids ...string) error {
 	return err
 }
 
-// Prune removes the rules of every network whose id is not in existing, and returns them: what
-// an interrupted teardown, or a network removed by something other than composebox, left.
-func (f *Firewall) Prune(existing []string) ([]Rule, error) {
-	return f.remove(func(r Rule) bool { return !slices.Contains(existing, r.ID) })
+// Remove removes these rules, as Rules listed them: exactly those, by handle, so that a rule a
+// network gained since the listing is never taken for one of them. It returns those it removed;
+// a rule already gone is not an error.
+func (f *Firewall) Remove(rules ...Rule) ([]Rule, error) {
+	return f.remove(func(r Rule) bool { return slices.Contains(rules, r) })
 }
 
 func (f *Firewall) remove(doomed func(Rule) bool) ([]Rule, error) {

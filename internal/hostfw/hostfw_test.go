@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 
@@ -32,7 +31,7 @@ func fakeNetwork(t *testing.T) hostfw.Network {
 	return hostfw.Network{ID: id, Bridge: hostfw.BridgeName(id, nil)}
 }
 
-func TestProtectReleaseAndPrune(t *testing.T) {
+func TestProtectRemoveAndRelease(t *testing.T) {
 	f := hostfw.New()
 	requireFirewall(t, f)
 	n := fakeNetwork(t)
@@ -60,16 +59,32 @@ func TestProtectReleaseAndPrune(t *testing.T) {
 		t.Errorf("nft list lacks the rule of %v:\n%s", n, out)
 	}
 
-	// Prune keeps the rules of existing networks and removes the others.
-	if removed, err := f.Prune([]string{n.ID}); err != nil || slices.ContainsFunc(removed, func(r hostfw.Rule) bool { return r.Network == n }) {
-		t.Fatalf("Prune with the network existing removed %v, %v", removed, err)
+	// Remove takes exactly the rules listed: a rule added since (here, the same network's again
+	// after its removal) is not among them.
+	var listed []hostfw.Rule
+	for _, r := range rules {
+		if r.Network == n {
+			listed = append(listed, r)
+		}
 	}
-	removed, err := f.Prune(nil)
-	if err != nil || !slices.ContainsFunc(removed, func(r hostfw.Rule) bool { return r.Network == n }) {
-		t.Fatalf("Prune without the network removed %v, %v; want its rule", removed, err)
+	removed, err := f.Remove(listed...)
+	if err != nil || len(removed) != 1 {
+		t.Fatalf("Remove(%v) removed %v, %v", listed, removed, err)
+	}
+	if err := f.Protect(n); err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := f.Remove(listed...); err != nil || len(removed) != 0 {
+		t.Fatalf("second Remove(%v) removed %v, %v; want nothing", listed, removed, err)
+	}
+	if rules, _ := f.Rules(); countOf(rules, n) != 1 {
+		t.Errorf("the rule protected after the listing is gone")
+	}
+	if err := f.Release(n.ID); err != nil {
+		t.Fatal(err)
 	}
 	if rules, _ := f.Rules(); countOf(rules, n) != 0 {
-		t.Errorf("rule of %v still there after Prune", n)
+		t.Errorf("rule of %v still there after Release", n)
 	}
 	if err := f.Release(n.ID); err != nil {
 		t.Errorf("Release of a rule already gone: %v", err)
