@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/composebox/composebox/cleanup/labels"
@@ -328,4 +329,70 @@ func hasRule(t *testing.T, n network.Summary) bool {
 		t.Fatal(err)
 	}
 	return slices.ContainsFunc(rules, func(r hostfw.Rule) bool { return r.ID == n.ID && r.Bridge == hostfw.BridgeName(n.ID, n.Options) })
+}
+
+// A build's RUN steps run on the firewalled build network: a Dockerfile that fetches the host's
+// server at its gateway, docker0's address and the host's other addresses gets nothing, and no
+// request arrives. With --allow host-access the same build reaches the server.
+func TestHostFirewallCoversBuilds(t *testing.T) {
+	o, _ := newOrchestrator(t)
+	srv := serveHost(t, "0.0.0.0")
+	targets := append([]string{docker0Address(t)}, hostAddresses(t)...)
+	var script strings.Builder
+	// The gateway of whatever network the build runs on, from the routing table.
+	script.WriteString(`gw=$(awk '$2=="00000000"{h=$3; printf "%d.%d.%d.%d", "0x" substr(h,7,2), "0x" substr(h,5,2), "0x" substr(h,3,2), "0x" substr(h,1,2)}' /proc/net/route); `)
+	for _, ip := range append([]string{"$gw"}, targets...) {
+		if strings.Contains(ip, ":") {
+			ip = "[" + ip + "]"
+		}
+		fmt.Fprintf(&script, "timeout 3 wget -q -O - http://%s:%d/build >> /loot 2>&1; ", ip, srv.port)
+	}
+	build := func(name string, p *compose.Policy) error {
+		// The nonce makes each build new: a cached image would run no step at all.
+		yml := fmt.Sprintf(`
+services:
+  default:
+    build:
+      context: .
+      dockerfile_inline: |
+        FROM ${COMPOSEBOX_BASE_IMAGE}
+        RUN echo %s; %s true
+    command: ["tail", "-f", "/dev/null"]
+`, compose.NewSampleID(), strings.ReplaceAll(script.String(), "$", "$$"))
+		t.Cleanup(func() { removeTaskImages(t, o, name) })
+		task, err := o.TaskInit(t.Context(), orchestrator.TaskSpec{Name: name, YAML: []byte(yml), Policy: p})
+		if task != nil {
+			t.Cleanup(func() { _ = task.Cleanup(context.Background()) })
+		}
+		return err
+	}
+	if err := build("hostfw-build-"+compose.NewSampleID(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.requests(); len(got) != 0 {
+		t.Errorf("a build's RUN step reached the host's server: %v", got)
+	}
+	p := compose.DefaultPolicy()
+	p.AllowHostAccess = true
+	if err := build("hostfw-build-open-"+compose.NewSampleID(), &p); err != nil {
+		t.Fatal(err)
+	}
+	if len(srv.requests()) == 0 {
+		t.Error("with host-access the build reached nothing either: the test cannot tell")
+	}
+}
+
+// removeTaskImages removes the images built for the task.
+func removeTaskImages(t *testing.T, o *orchestrator.Orchestrator, task string) {
+	ctx := context.Background()
+	imgs, err := o.Client().ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labels.LabelTask+"="+task))})
+	if err != nil {
+		t.Errorf("list the images of %s: %v", task, err)
+		return
+	}
+	for _, img := range imgs {
+		if _, err := o.Client().ImageRemove(ctx, img.ID, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil {
+			t.Errorf("remove image %s of %s: %v", img.ID, task, err)
+		}
+	}
 }
