@@ -200,7 +200,7 @@ volumes:
     external: true
     name: outside
 `})
-	in := mustLoad(t, dir, LoadOptions{Policy: &Policy{AllowOtherContainers: true}})
+	in := mustLoad(t, dir, LoadOptions{Policy: &Policy{AllowOtherContainers: true, AllowPublicPorts: true}})
 	var got []Adaptation
 	p, err := Normalize(in, NormalizeOptions{Name: "cbx-x-1", OnAdapt: func(a Adaptation) { got = append(got, a) }})
 	if err != nil {
@@ -231,7 +231,7 @@ volumes:
 		{HostIP: "127.0.0.1", Target: 80, Protocol: "udp", Mode: "ingress"},
 		{HostIP: "10.0.0.5", Target: 9000, Protocol: "tcp", Mode: "ingress"},
 		{HostIP: "127.0.0.1", Target: 5900, Protocol: "tcp", Mode: "ingress"},
-		{Target: 3000, Protocol: "tcp", Mode: "ingress"},
+		{HostIP: "127.0.0.1", Target: 3000, Protocol: "tcp", Mode: "ingress"}, // no host port: still loopback
 	}
 	if ports := p.Services["default"].Ports; !slices.EqualFunc(ports, wantPorts, func(a, b types.ServicePortConfig) bool {
 		return a.HostIP == b.HostIP && a.Target == b.Target && a.Published == b.Published && a.Protocol == b.Protocol

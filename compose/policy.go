@@ -76,6 +76,14 @@ type Policy struct {
 	// AllowAnyMount (any-mount) permits host paths from anywhere: bind sources, build contexts,
 	// env files, secret files, seccomp profiles. The docker socket stays denied.
 	AllowAnyMount bool `json:"allow_any_mount,omitempty" yaml:"allow_any_mount,omitempty"`
+	// AllowPublicPorts (public-ports) permits a published port on a host address the file names
+	// other than loopback (0.0.0.0, ::, an interface's address). Without it every published port
+	// binds 127.0.0.1, whatever the file says.
+	AllowPublicPorts bool `json:"allow_public_ports,omitempty" yaml:"allow_public_ports,omitempty"`
+	// AllowHostAccess (host-access) lets a sample's networks and builds reach the host's own
+	// addresses (the gateway, docker0, every interface). Without it the host firewall drops that
+	// traffic, and a host where the firewall cannot be set up refuses to start samples.
+	AllowHostAccess bool `json:"allow_host_access,omitempty" yaml:"allow_host_access,omitempty"`
 	// AllowCapabilities lists capabilities permitted in cap_add beyond Docker's default set
 	// (with or without CAP_, any case); "ALL" permits every capability.
 	AllowCapabilities []string `json:"allow_capabilities,omitempty" yaml:"allow_capabilities,omitempty"`
@@ -125,6 +133,8 @@ var allowKinds = []allowKind{
 	{"host-priority", "oom_kill_disable, a negative oom_score_adj, realtime scheduling and the rtprio and nice ulimits", func(p *Policy) *bool { return &p.AllowHostPriority }},
 	{"other-tasks-images", "images composebox built for another task", func(p *Policy) *bool { return &p.AllowOtherTasksImages }},
 	{"any-mount", "host paths from anywhere (the docker socket excepted)", func(p *Policy) *bool { return &p.AllowAnyMount }},
+	{"public-ports", "published ports on a host address other than loopback", func(p *Policy) *bool { return &p.AllowPublicPorts }},
+	{"host-access", "traffic from samples and builds to the host's own addresses", func(p *Policy) *bool { return &p.AllowHostAccess }},
 }
 
 // AllowKinds lists the opt-in names `--allow KIND` accepts, in a stable order.

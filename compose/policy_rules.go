@@ -3,6 +3,7 @@ package compose
 import (
 	"fmt"
 	"maps"
+	"net/netip"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -90,6 +91,7 @@ var policyRules = map[string]func(c *checker, at site, v reflect.Value){
 	"object-environment":  ruleObjectEnvironment,
 	"entitlements":        ruleEntitlements,
 	"build-network":       ruleBuildNetwork,
+	"host-ip":             ruleHostIP,
 	"network-driver":      ruleNetworkDriver,
 	"ipam-driver":         ruleIPAMDriver,
 	"external-network":    ruleExternalNetwork,
@@ -385,6 +387,27 @@ func ruleBuildNetwork(c *checker, at site, v reflect.Value) {
 	default:
 		c.deny(at.path, raw, "other-containers", "builds on a network outside the sample")
 	}
+}
+
+// ruleHostIP allows a published port on a loopback address only: one on 0.0.0.0, :: or an
+// interface's address is reachable from other hosts and from every container that can reach
+// the host, other samples included. An empty host_ip is published on 127.0.0.1 (see adapt).
+func ruleHostIP(c *checker, at site, v reflect.Value) {
+	raw := v.String()
+	if raw == "" || loopbackHost(raw) {
+		return
+	}
+	c.deny(at.path, raw, "public-ports", "a published port on a host address other than loopback")
+}
+
+// loopbackHost reports a loopback address (127.0.0.0/8, ::1) or localhost.
+func loopbackHost(s string) bool {
+	s = strings.TrimSpace(s)
+	if strings.EqualFold(s, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(strings.Trim(s, "[]"))
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 func ruleNetworkDriver(c *checker, at site, v reflect.Value) {

@@ -268,7 +268,7 @@ var policyTable = map[string]fieldEntry{
 	"services.*.networks.*.priority":                   allow("address setting within the sample"),
 	"services.*.ports[].name":                          allow(metadata),
 	"services.*.ports[].mode":                          allow("published port"),
-	"services.*.ports[].host_ip":                       allow("published port"),
+	"services.*.ports[].host_ip":                       rule("host-ip"),
 	"services.*.ports[].target":                        allow("published port"),
 	"services.*.ports[].published":                     allow(adapted),
 	"services.*.ports[].protocol":                      allow("published port"),

@@ -102,7 +102,7 @@ func TestContainerSeed001LimitsVisibleInCgroup(t *testing.T) {
 
 // Networking is disabled by default (--network none): only lo. Bridge mode gets an
 // interface on the engine's default bridge without creating a project network, and publishes
-// ports with a loopback bind address rewritten to 0.0.0.0.
+// ports on loopback.
 func TestContainerSeed001NetworkNoneHasOnlyLoopback(t *testing.T) {
 	o, _ := newOrchestrator(t)
 	none := spawnSession(t, o, orchestrator.ContainerSpec{Name: containerTask(t)}, orchestrator.SpawnOptions{})
@@ -124,8 +124,8 @@ func TestContainerSeed001NetworkNoneHasOnlyLoopback(t *testing.T) {
 		t.Errorf("network mode %q", info.HostConfig.NetworkMode)
 	}
 	pb := info.HostConfig.PortBindings["8080/tcp"]
-	if len(pb) != 1 || pb[0].HostIP != "0.0.0.0" {
-		t.Errorf("port bindings %v: want 8080/tcp on 0.0.0.0", info.HostConfig.PortBindings)
+	if len(pb) != 1 || pb[0].HostIP != "127.0.0.1" {
+		t.Errorf("port bindings %v: want 8080/tcp on 127.0.0.1", info.HostConfig.PortBindings)
 	}
 	if n := testutil.Resources(t, o.Client(), labels.LabelTask+"="+name); n != 1 {
 		t.Errorf("bridge mode: %d resources of the task, want its one container (no project network)", n)

@@ -333,7 +333,7 @@ func (t *Task) prepareImages(ctx context.Context) error {
 			}
 		} else {
 			start := time.Now()
-			built, err := t.o.engine.Build(ctx, svc, lifecycle.BuildOptions{Tag: b.Tag, Labels: lbl, Limit: t.o.buildLimit})
+			built, err := t.o.engine.Build(ctx, svc, lifecycle.BuildOptions{Tag: b.Tag, Labels: lbl, Limit: t.o.buildLimit, HostAccess: t.policy.AllowHostAccess})
 			if err != nil {
 				return err
 			}
