@@ -142,7 +142,12 @@ func ruleNamespaces(c *checker, at site, v reflect.Value) {
 		if _, ok := c.proj.Services[name]; !ok {
 			c.invalid(at.path, raw, "namespaces", "no service "+name+" in the project", "")
 		}
-	case network && (mode == "none" || mode == "bridge" || mode == "default"):
+	case network && (mode == "bridge" || mode == "default"):
+		// The engine's default bridge is shared with every container on the host, other samples
+		// included, and the host firewall does not cover it: it protects only the networks
+		// composebox creates. A service that needs a network gets the project's own by default.
+		c.deny(at.path, raw, "host-access", "the engine's default bridge, shared with every container on the host and not kept off the host")
+	case network && mode == "none":
 	case network:
 		c.deny(at.path, raw, "other-containers", "joins the network "+raw+", outside the sample")
 	case field == "ipc" && (mode == "private" || mode == "shareable" || mode == "none"):

@@ -260,7 +260,9 @@ func TestPolicyRules(t *testing.T) {
 		{"cap other not allowed", "    cap_add: [SYS_ADMIN]\n", Policy{AllowCapabilities: []string{"NET_ADMIN"}}, "capabilities [--allow-cap SYS_ADMIN]", "cap_add[0]"},
 		{"cap_drop", "    cap_drop: [ALL]\n", Policy{}, "", ""},
 		{"network none", "    network_mode: none\n", Policy{}, "", ""},
-		{"network bridge", "    network_mode: bridge\n", Policy{}, "", ""},
+		{"network bridge", "    network_mode: bridge\n", Policy{}, "host-access [--allow host-access]", "network_mode"},
+		{"network default", "    network_mode: default\n", Policy{}, "host-access [--allow host-access]", "network_mode"},
+		{"network bridge with host-access", "    network_mode: bridge\n", Policy{AllowHostAccess: true}, "", ""},
 		{"network of a service", "    network_mode: service:web\n  web:\n    image: busybox\n", Policy{}, "", ""},
 		{"network of a named network", "    network_mode: someones_net\n", Policy{}, "other-containers [--allow other-containers]", "network_mode"},
 		{"pid of a service", "    pid: service:web\n  web:\n    image: busybox\n", Policy{}, "", ""},
@@ -615,10 +617,11 @@ func TestApplyDefaults(t *testing.T) {
 networks:
   back: {}
 `
+	hostAccess := &Policy{AllowHostAccess: true} // bridged is on the engine's default bridge
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"compose.yaml": yml})
 	t.Run("no-op", func(t *testing.T) {
-		p := mustLoad(t, dir, LoadOptions{})
+		p := mustLoad(t, dir, LoadOptions{Policy: hostAccess})
 		before, _ := p.MarshalYAML()
 		DefaultPolicy().ApplyDefaults(p)
 		if after, _ := p.MarshalYAML(); string(after) != string(before) {
@@ -626,7 +629,7 @@ networks:
 		}
 	})
 	t.Run("limits and egress", func(t *testing.T) {
-		p := mustLoad(t, dir, LoadOptions{})
+		p := mustLoad(t, dir, LoadOptions{Policy: hostAccess})
 		Policy{Memory: 256 << 20, CPUs: 1.5, Pids: 100, EgressOff: true}.ApplyDefaults(p)
 		def, web := p.Services["default"], p.Services["web"]
 		if def.MemLimit != 256<<20 || def.CPUS != 1.5 || def.PidsLimit != 100 {

@@ -341,6 +341,9 @@ func Project(spec Spec, opts Options) (*types.Project, error) {
 		WorkingDir: g.projectDir(),
 		Services:   types.Services{compose.DefaultServiceName: svc},
 	}
+	if g.network == NetworkBridge {
+		p.Networks = types.Networks{"default": {Name: name + "_default"}}
+	}
 	return p, nil
 }
 
@@ -392,6 +395,13 @@ func (g *containerGen) service(opts Options) (types.ServiceConfig, error) {
 	}
 	g.network = mode
 	svc.NetworkMode = mode
+	if mode == NetworkBridge {
+		// Not the engine's default bridge, which every container on the host shares and the
+		// host firewall cannot cover without touching all of them: the project's own default
+		// network, a bridge like it that composebox creates, firewalls and removes with the task.
+		svc.NetworkMode = ""
+		svc.Networks = map[string]*types.ServiceNetworkConfig{"default": nil}
+	}
 
 	// The extra args come first, so that the spec's typed fields are not overridden by them.
 	args, err := parseRunArgs(spec.ExtraArgs)

@@ -443,7 +443,8 @@ func TestContainerProjectPassesDefaultPolicy(t *testing.T) {
 		t.Fatalf("task check after load: %v", err)
 	}
 	svc := loaded.Services[compose.DefaultServiceName]
-	if len(loaded.Networks) != 0 || svc.NetworkMode != NetworkBridge || len(svc.Volumes) != 4 || svc.MemLimit != 64<<20 {
+	_, onDefault := svc.Networks["default"]
+	if len(loaded.Networks) != 1 || svc.NetworkMode != "" || !onDefault || len(svc.Volumes) != 4 || svc.MemLimit != 64<<20 {
 		t.Errorf("loaded: networks %v, mode %q, volumes %v, memory %d", loaded.Networks, svc.NetworkMode, svc.Volumes, svc.MemLimit)
 	}
 	// Network none: no project network either.
