@@ -2,6 +2,7 @@ package cleanup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/docker/docker/api/types/network"
@@ -17,6 +18,9 @@ import (
 func PruneHostFirewall(ctx context.Context, c client.APIClient) (int, error) {
 	fw := hostfw.New()
 	rules, err := fw.Rules()
+	if errors.Is(err, hostfw.ErrUnavailable) {
+		return 0, nil // not root: it could not have made any, nor can it remove them
+	}
 	if err != nil || len(rules) == 0 {
 		return 0, err
 	}

@@ -81,7 +81,7 @@ func (e *Engine) Up(ctx context.Context, p *types.Project, opts UpOptions) error
 	if !opts.HostAccess {
 		// The containers exist but none has started: nothing has run in them yet.
 		if err := e.protectNetworks(cctx, p.Name); err != nil {
-			return hostFirewallError("up project "+p.Name, err)
+			return fmt.Errorf("up project %s: %w", p.Name, err)
 		}
 	}
 	if err := ctx.Err(); err != nil {

@@ -226,7 +226,10 @@ func (f *Firewall) Rules() ([]Rule, error) {
 func (f *Firewall) rules(c *nftables.Conn) ([]Rule, error) {
 	rs, err := c.GetRules(table, chain)
 	if err != nil {
-		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EPROTONOSUPPORT) {
+		// nftables' GetRules formats netlink's error with %v, so the errno is lost to errors.Is;
+		// its text is what is left.
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EPROTONOSUPPORT) ||
+			strings.Contains(err.Error(), syscall.EPERM.Error()) || strings.Contains(err.Error(), syscall.ENOENT.Error()) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("host firewall: list rules: %w", err)
