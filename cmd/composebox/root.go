@@ -80,6 +80,8 @@ func newRootCmd(g *globals) *cobra.Command {
 		newRunCmd(g),
 		newExecCmd(g),
 		newCpCmd(g),
+		newLogsCmd(g),
+		newPsCmd(g),
 		newLsCmd(g),
 		newCleanupCmd(g),
 		newReapCmd(g),
