@@ -84,7 +84,9 @@ func TestLogs(t *testing.T) {
 	defer cancel()
 	var fout syncBuffer
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"logs", "-p", p, "-f", "--tail", "0", "side"}, strings.NewReader(""), &fout, &fout) }()
+	go func() {
+		done <- run(ctx, []string{"logs", "-p", p, "-f", "--tail", "0", "side"}, strings.NewReader(""), &fout, &fout)
+	}()
 	if !poll(30e9, func() bool {
 		// PID 1 is the init; its stdout is the container's log.
 		runCLI(t, "exec", "-p", p, "-s", "side", "--", "sh", "-c", "echo later-line >/proc/1/fd/1")
