@@ -56,6 +56,24 @@ func ProjectFilter(project string) filters.Args {
 	return filters.NewArgs(filters.Arg("label", labels.ManagedFilter), filters.Arg("label", labels.ComposeProjectLabel+"="+project))
 }
 
+// Suffixes of composebox's marker volumes: empty volumes carrying a project's labels that
+// record its hand-over (detached) or its place in a warm pool (warm, claimed). They are
+// composebox's bookkeeping, not the project's volumes, and are not counted as such.
+const (
+	DetachedMarkerSuffix = "_cbx-detached"
+	WarmMarkerSuffix     = "_cbx-warm"
+	ClaimMarkerSuffix    = "_cbx-claim"
+)
+
+// IsMarkerVolume reports one of project's marker volumes.
+func IsMarkerVolume(project, volume string) bool {
+	switch volume {
+	case project + DetachedMarkerSuffix, project + WarmMarkerSuffix, project + ClaimMarkerSuffix:
+		return true
+	}
+	return false
+}
+
 // RemoveProject removes every container, then network, then volume of a composebox project,
 // found by labels alone, and last the images labelled with the project (per-sample images).
 // What is already gone counts as removed; every other failure is collected into one error. It
@@ -134,9 +152,11 @@ func RemoveProject(ctx context.Context, c client.APIClient, project string, opts
 				fail(fmt.Errorf("remove volume %s of %s: %w", v.Name, project, err))
 				return nil
 			}
-			mu.Lock()
-			out.Volumes++
-			mu.Unlock()
+			if !IsMarkerVolume(project, v.Name) {
+				mu.Lock()
+				out.Volumes++
+				mu.Unlock()
+			}
 			return nil
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 
+	"github.com/composebox/composebox/cleanup"
 	"github.com/composebox/composebox/cleanup/labels"
 )
 
@@ -19,7 +20,7 @@ import (
 // the marker with the project's other volumes.
 
 // DetachedVolume is the name of project's detach marker volume.
-func DetachedVolume(project string) string { return project + "_cbx-detached" }
+func DetachedVolume(project string) string { return project + cleanup.DetachedMarkerSuffix }
 
 // MarkDetached hands project over as detached: from now on it is never stale, and only an
 // explicit removal (`down`, `cleanup PROJECT`, `cleanup --all`) removes it. It is idempotent.

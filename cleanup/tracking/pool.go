@@ -13,6 +13,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/errdefs"
 
+	"github.com/composebox/composebox/cleanup"
 	"github.com/composebox/composebox/cleanup/labels"
 )
 
@@ -37,10 +38,10 @@ import (
 // the owner label, so a dead owner's pool is stale like any other sample.
 
 // WarmVolume is the name of project's warm marker volume.
-func WarmVolume(project string) string { return project + "_cbx-warm" }
+func WarmVolume(project string) string { return project + cleanup.WarmMarkerSuffix }
 
 // ClaimVolume is the name of project's claim marker volume.
-func ClaimVolume(project string) string { return project + "_cbx-claim" }
+func ClaimVolume(project string) string { return project + cleanup.ClaimMarkerSuffix }
 
 // MarkWarm puts project in its task's pool: a ready sample free to take. fingerprint names the
 // task's configuration, so that only a task of the same configuration takes it; shared lets

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/docker/docker/api/types/container"
 )
 
 // talkative prints to both streams, then stays up; side prints one line.
@@ -112,7 +110,16 @@ func TestLogs(t *testing.T) {
 
 func TestPsShowsAKilledService(t *testing.T) {
 	o := newLib(t)
-	p := samples(t, o, uniqueTask("ps"), twoServices, 1)[0].Project()
+	task := uniqueTask("ps")
+	s := samples(t, o, task, twoServices, 1)[0]
+	p := s.Project()
+	// A detached sample's marker volume is not one of its volumes.
+	if err := s.Detach(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := lsJSON(t, task)[p]; got.Health != "ok" || got.Running != 2 || got.Volumes != 0 || got.Status != "detached" {
+		t.Errorf("ls before the kill: %+v", got)
+	}
 	code, out, errOut := runCLI(t, "ps", "-p", p)
 	rows := strings.Split(strings.TrimSpace(out), "\n")
 	if code != 0 || len(rows) != 3 || !strings.HasPrefix(rows[1], "default (default) ") || !strings.Contains(rows[2], " running ") {
@@ -141,9 +148,14 @@ func TestPsShowsAKilledService(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^side\s+\S+\s+exited\s+-\s+137\s`).MatchString(out) {
 		t.Errorf("ps table after the kill:\n%s", out)
 	}
-	info, err := o.Client().ContainerInspect(t.Context(), side)
-	if err != nil || info.State.Status != container.StateExited {
-		t.Errorf("inspect: %v %+v", err, info.State)
+	if got := lsJSON(t, task)[p]; got.Health != "side:exited(137)" || got.Running != 1 {
+		t.Errorf("ls after the kill: health %q, running %d", got.Health, got.Running)
+	}
+	if code, out, _ := runCLI(t, "ls", "-q", "--task", task); code != 0 || out != p+"\n" {
+		t.Errorf("ls -q --task: exit %d, %q", code, out)
+	}
+	if code, out, _ := runCLI(t, "ls", "-q", "--task", task+"-none"); code != 0 || out != "" {
+		t.Errorf("ls -q --task of another task: exit %d, %q", code, out)
 	}
 }
 
