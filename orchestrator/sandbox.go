@@ -95,6 +95,19 @@ func (b *Sandbox) Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
 	return sandboxio.Exec(ctx, b.target, req)
 }
 
+// ExecDetached starts req in the background, as `docker exec -d` does, and returns the
+// engine's exec id once the command runs. Nothing waits for it: it outlives the call, and the
+// sample's cleanup ends it with its container. A command that cannot start is an *ExecError
+// with exit code 127 (not found) or 126 (cannot run) and the reason in its Result's Stderr.
+func (b *Sandbox) ExecDetached(ctx context.Context, req ExecRequest) (string, error) {
+	ctx, end, err := b.begin(ctx, execOp(req.Cmd), "")
+	if err != nil {
+		return "", err
+	}
+	defer end()
+	return sandboxio.ExecDetached(ctx, b.target, req)
+}
+
 // ExecStream starts req and returns at once; its Events arrive as the command writes them.
 // Cancelling ctx or calling Kill kills the command like a timeout. An unread stream never
 // blocks the command: Events drops what its buffer cannot hold (see StreamEvent.Dropped),

@@ -30,6 +30,9 @@ type globals struct {
 	progress *progress
 	// out is the invocation's result, written once by finish.
 	out outcome
+	// helpCommand is the command line's verb ("composebox exec"), whose help a usage error
+	// points at.
+	helpCommand string
 	// stopsOnSignal is set by a verb that runs until it is signalled (a server): a signal is
 	// then its normal end, and it exits 0 when it stopped cleanly, not 128+signal.
 	stopsOnSignal bool
@@ -43,7 +46,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	return g.finish(ctx, root.ExecuteContext(ctx))
+	cmd, err := root.ExecuteContextC(ctx)
+	if cmd != nil {
+		// A usage error points at the help of the verb it is about.
+		g.helpCommand = cmd.CommandPath()
+	}
+	return g.finish(ctx, err)
 }
 
 func newRootCmd(g *globals) *cobra.Command {

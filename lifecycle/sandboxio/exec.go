@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+
 	"github.com/composebox/composebox/internal/errdefs"
 )
 
@@ -185,6 +187,11 @@ func (t Target) finish(ctx context.Context, req ExecRequest, op string, o outcom
 		res.Stdout, res.StdoutTruncated, res.StdoutBytes = nil, false, 0
 		res.Stderr = []byte(o.startMsg + "\n")
 		res.StderrTruncated, res.StderrBytes = false, int64(len(res.Stderr))
+		if req.Stderr != nil {
+			// A caller streaming stderr sees why nothing ran there too, as it would see a
+			// shell's "not found".
+			_, _ = req.Stderr.Write(res.Stderr)
+		}
 		switch o.startFail {
 		case startNotFound:
 			res.ExitCode = 127
@@ -229,3 +236,54 @@ func (t Target) finish(ctx context.Context, req ExecRequest, op string, o outcom
 }
 
 var _ io.Writer = (*tailBuffer)(nil)
+
+// ExecDetached starts req in the background, as `docker exec -d` does, and returns the
+// engine's exec id once the command runs; nothing waits for it or reads its output. Stdin,
+// Stdout, Stderr and Timeout do not apply and are refused. A command that cannot start
+// fails here, as an *ExecError whose Result holds the exit code the foreground exec would
+// give (127 not found, 126 cannot run) and the engine's message in Stderr.
+func ExecDetached(ctx context.Context, t Target, req ExecRequest) (string, error) {
+	op := execOp(req.Cmd)
+	if req.Stdin != nil || req.StdinReader != nil || req.Stdout != nil || req.Stderr != nil || req.Timeout > 0 {
+		return "", errdefs.New(errdefs.ErrInvalidConfig, op+t.in()+": a detached exec takes no stdin, output writers or timeout")
+	}
+	spec, err := t.execSpec(req, op)
+	if err != nil {
+		return "", err
+	}
+	created, err := t.Client.ContainerExecCreate(ctx, t.Container, container.ExecOptions{
+		User: spec.user, WorkingDir: spec.workdir, Env: append(spec.env, TagEnv+"="+newTag()), Cmd: spec.cmd, Detach: true,
+	})
+	if err != nil {
+		return "", t.engineError(ctx, op, err)
+	}
+	serr := t.Client.ContainerExecStart(ctx, created.ID, container.ExecStartOptions{Detach: true})
+	msg := ""
+	if serr != nil {
+		msg = serr.Error()
+	}
+	ins, ierr := t.Client.ContainerExecInspect(ctx, created.ID)
+	if serr == nil && ierr == nil && (ins.Pid != 0 || ins.Running) {
+		return created.ID, nil
+	}
+	if serr == nil && ierr != nil {
+		return "", t.engineError(ctx, op, ierr)
+	}
+	if msg == "" {
+		msg = fmt.Sprintf("the command did not start (exit code %d)", ins.ExitCode)
+	}
+	res := ExecResult{ExitCode: 126, Stderr: []byte(msg + "\n")}
+	res.StderrBytes = int64(len(res.Stderr))
+	switch classifyStart(msg) {
+	case startNotFound:
+		res.ExitCode = 127
+		return "", &ExecError{Result: res, Err: errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("%s%s: %s: command not found", op, t.in(), req.Cmd[0]))}
+	case startCwd:
+		return "", &ExecError{Result: res, Err: errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("%s%s: working directory %s: no such directory", op, t.in(), spec.workdir))}
+	case startOther:
+		if serr != nil && !strings.Contains(strings.ToLower(msg), "oci runtime") {
+			return "", t.engineError(ctx, op, serr)
+		}
+	}
+	return "", &ExecError{Result: res, Err: errdefs.New(errdefs.ErrPermission, fmt.Sprintf("%s%s: %s", op, t.in(), msg))}
+}
