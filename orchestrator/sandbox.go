@@ -141,9 +141,10 @@ func (b *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
 }
 
 // ReadFileTo streams the file to w, holding no copy of it, and returns the bytes written.
-// limit <= 0 means DefaultReadLimit. A w that blocks does not hold the call past ctx.
+// limit 0 means DefaultReadLimit, and a negative limit none (w then takes any size). A w that
+// blocks does not hold the call past ctx.
 func (b *Sandbox) ReadFileTo(ctx context.Context, path string, w io.Writer, limit int64) (int64, error) {
-	if limit <= 0 {
+	if limit == 0 {
 		limit = DefaultReadLimit
 	}
 	ctx, end, err := b.begin(ctx, "read", path)
@@ -152,6 +153,31 @@ func (b *Sandbox) ReadFileTo(ctx context.Context, path string, w io.Writer, limi
 	}
 	defer end()
 	return sandboxio.ReadFileTo(ctx, b.target, path, w, limit)
+}
+
+// ReadDirTo streams the directory at path into w as a tar archive of its contents, made by tar
+// inside the container as the sandbox's user (symlinks stay symlinks). The archive is the
+// sandbox's: unpack it on the host with care (the CLI's cp never lets it write outside its
+// destination). Errors carry the path: ErrNotFound (also when it is not a directory),
+// ErrPermission.
+func (b *Sandbox) ReadDirTo(ctx context.Context, path string, w io.Writer) error {
+	ctx, end, err := b.begin(ctx, "read directory", path)
+	if err != nil {
+		return err
+	}
+	defer end()
+	return sandboxio.ReadDirTo(ctx, b.target, path, w)
+}
+
+// WriteDirFrom unpacks the tar archive read from r into the directory at path, creating it
+// when missing and merging into it when present, as the sandbox's user.
+func (b *Sandbox) WriteDirFrom(ctx context.Context, path string, r io.Reader) error {
+	ctx, end, err := b.begin(ctx, "write directory", path)
+	if err != nil {
+		return err
+	}
+	defer end()
+	return sandboxio.WriteDirFrom(ctx, b.target, path, r)
 }
 
 // WriteFile creates or replaces the file, creating missing parent directories, as the
