@@ -1,8 +1,11 @@
 package main
 
 import (
+
 	"strings"
 	"testing"
+
+	"github.com/sirupsen/logrus"
 )
 
 // TestComposeHabits: what a docker compose user types works, and a failed start says why.
@@ -57,5 +60,20 @@ func TestParseSeconds(t *testing.T) {
 		if _, err := parseSeconds(bad); err == nil {
 			t.Errorf("parseSeconds(%q) accepted", bad)
 		}
+	}
+}
+
+// TestComposeLogrusGoesThroughSlog: a warning the compose library logs through logrus comes out
+// in composebox's own stderr format.
+func TestComposeLogrusGoesThroughSlog(t *testing.T) {
+	var errb strings.Builder
+	g := &globals{stderr: &errb, LogLevel: "warn", SubnetPool: "10.213.0.0/16", SubnetBits: 27, Progress: progressNone}
+	if err := g.setup(); err != nil {
+		t.Fatal(err)
+	}
+	logrus.WithField("service", "web").Warn("compose says hi")
+	logrus.Debug("too quiet")
+	if got := errb.String(); !strings.Contains(got, `level=WARN msg="compose says hi" from=compose service=web`) || strings.Contains(got, "too quiet") {
+		t.Errorf("stderr %q", got)
 	}
 }

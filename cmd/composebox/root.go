@@ -132,8 +132,12 @@ func (g *globals) setup() error {
 	}
 	g.progress = newProgress(g.stderr, g.Progress)
 	g.log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
-	// The compose library warns through the global logrus; only the CLI decides where it goes.
-	logrus.SetOutput(g.stderr)
+	// The compose library warns through the global logrus; only the CLI decides where it goes:
+	// into the same slog logger as composebox's own lines, so stderr has one format.
+	logrus.SetOutput(io.Discard)
+	hooks := make(logrus.LevelHooks)
+	hooks.Add(logrusToSlog{g.log})
+	logrus.StandardLogger().ReplaceHooks(hooks)
 	switch {
 	case level <= slog.LevelDebug:
 		logrus.SetLevel(logrus.DebugLevel)
@@ -144,6 +148,29 @@ func (g *globals) setup() error {
 	default:
 		logrus.SetLevel(logrus.ErrorLevel)
 	}
+	return nil
+}
+
+// logrusToSlog forwards the compose library's logrus entries to composebox's logger.
+type logrusToSlog struct{ log *slog.Logger }
+
+func (logrusToSlog) Levels() []logrus.Level { return logrus.AllLevels }
+
+func (h logrusToSlog) Fire(e *logrus.Entry) error {
+	level := slog.LevelInfo
+	switch {
+	case e.Level <= logrus.ErrorLevel:
+		level = slog.LevelError
+	case e.Level == logrus.WarnLevel:
+		level = slog.LevelWarn
+	case e.Level >= logrus.DebugLevel:
+		level = slog.LevelDebug
+	}
+	attrs := []any{"from", "compose"}
+	for k, v := range e.Data {
+		attrs = append(attrs, k, v)
+	}
+	h.log.Log(context.Background(), level, e.Message, attrs...)
 	return nil
 }
 
