@@ -28,6 +28,9 @@ type (
 	Process = sandboxio.Process
 	// StreamEvent is one chunk of a streaming exec's output.
 	StreamEvent = sandboxio.Event
+	// WindowSize is a terminal's size, for an ExecRequest with TTY (its Size, and each change
+	// sent on its Resize hook).
+	WindowSize = sandboxio.WindowSize
 )
 
 // Output streams of a StreamEvent.

@@ -26,6 +26,9 @@ type execOptions struct {
 	Detach bool
 	// NoTTY is compose's -T, accepted as the default it already is.
 	NoTTY bool
+	// TTY runs the command on a pseudo-terminal (-t); with -i on a terminal, that terminal is
+	// put in raw mode and its size follows the window's.
+	TTY bool
 }
 
 func newExecCmd(g *globals) *cobra.Command {
@@ -37,7 +40,9 @@ func newExecCmd(g *globals) *cobra.Command {
 API, and exits with its exit code: 124 when --timeout passed (the command and its children are
 killed), 126 when it cannot run, 127 when it is not found; why it could not run is printed on
 stderr. Flags end at CMD, so 'exec -p P ls -la /' passes -la to ls ('--' before CMD also works).
--d starts CMD in the background and returns at once. COMPOSEBOX_PROJECT stands in for -p.`,
+-d starts CMD in the background and returns at once. -t gives CMD a terminal; with -i and a
+terminal on stdin, that terminal goes raw (Ctrl-C reaches CMD) and window-size changes follow.
+COMPOSEBOX_PROJECT stands in for -p.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := projectOf("exec", opts.Project)
@@ -45,8 +50,14 @@ stderr. Flags end at CMD, so 'exec -p P ls -la /' passes -la to ls ('--' before 
 				return err
 			}
 			opts.Project = p
-			if opts.Detach && opts.Stdin {
-				return usageError{errors.New("exec: -d and -i do not go together (a background command has no stdin)")}
+			if opts.Detach && (opts.Stdin || opts.TTY) {
+				return usageError{errors.New("exec: -d does not go with -i or -t (a background command has no terminal or stdin)")}
+			}
+			if opts.TTY && opts.NoTTY {
+				return usageError{errors.New("exec: -t and -T contradict each other")}
+			}
+			if opts.TTY && g.JSON {
+				return usageError{errors.New("exec: -t does not go with --json (a terminal's output is for a person)")}
 			}
 			return runExec(cmd.Context(), g, opts, args)
 		},
@@ -63,6 +74,7 @@ stderr. Flags end at CMD, so 'exec -p P ls -la /' passes -la to ls ('--' before 
 	f.BoolVarP(&opts.Stdin, "interactive", "i", false, "forward stdin to the command")
 	f.BoolVarP(&opts.Detach, "detach", "d", false, "run the command in the background and return at once")
 	f.BoolVarP(&opts.NoTTY, "no-tty", "T", false, "no TTY (the default; accepted as docker compose exec takes it)")
+	f.BoolVarP(&opts.TTY, "tty", "t", false, "run the command on a pseudo-terminal (with -i: an interactive shell, e.g. exec -it -p P sh)")
 	return cmd
 }
 
@@ -110,6 +122,13 @@ func runExec(ctx context.Context, g *globals, opts execOptions, argv []string) e
 	defer done()
 	if opts.Detach {
 		return g.execDetached(ctx, sb, req)
+	}
+	if opts.TTY {
+		restore, err := g.terminal(&req, opts.Stdin)
+		if err != nil {
+			return err
+		}
+		defer restore()
 	}
 	if g.JSON {
 		res, err := sb.Exec(ctx, req)

@@ -51,6 +51,21 @@ type ExecRequest struct {
 	// StrictLimit turns going past OutputLimit into an ErrOutputLimit error: the command is
 	// killed at that point and the result holds the first OutputLimit bytes.
 	StrictLimit bool
+	// TTY runs the command on a pseudo-terminal, as `docker exec -t` does: what it writes to
+	// stdout and stderr arrives as one stream in Stdout (and the result's Stdout), with the
+	// terminal's line endings, and StdinReader carries keystrokes.
+	TTY bool
+	// Size is the terminal's size when the command starts (TTY only; zero: the engine's
+	// default, 80x24 or so).
+	Size WindowSize
+	// Resize is the resize hook of a TTY: each size sent on it while the command runs is passed
+	// on to the terminal (the command gets SIGWINCH). Nil: the size never changes.
+	Resize <-chan WindowSize
+}
+
+// WindowSize is a terminal's size in character cells.
+type WindowSize struct {
+	Rows, Cols uint
 }
 
 // ExecResult is a finished command. A non-zero ExitCode is a result, not an error.
@@ -151,7 +166,11 @@ func (t Target) execSpec(req ExecRequest, op string) (runSpec, error) {
 	if len(req.Stdin) > 0 && req.StdinReader != nil {
 		return runSpec{}, errdefs.New(errdefs.ErrInvalidConfig, op+t.in()+": both Stdin and StdinReader are set; use one")
 	}
-	spec := runSpec{cmd: req.Cmd, env: env, user: user, workdir: cwd, timeout: req.Timeout, abort: make(chan struct{})}
+	if !req.TTY && (req.Resize != nil || req.Size != (WindowSize{})) {
+		return runSpec{}, errdefs.New(errdefs.ErrInvalidConfig, op+t.in()+": Size and Resize need TTY")
+	}
+	spec := runSpec{cmd: req.Cmd, env: env, user: user, workdir: cwd, timeout: req.Timeout, abort: make(chan struct{}),
+		tty: req.TTY, size: req.Size, resize: req.Resize}
 	switch {
 	case len(req.Stdin) > 0:
 		spec.stdin = bytes.NewReader(req.Stdin)
