@@ -202,6 +202,20 @@ func (e *eventWriter) event(v StreamEvent) error {
 	return e.err
 }
 
+// begin sends the status line and headers now, for a stream whose first event may be long in
+// coming (a followed log): the client then knows the request was accepted.
+func (e *eventWriter) begin() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.begun {
+		e.begun = true
+		e.sw.w.Header().Set("Content-Type", "application/x-ndjson")
+		e.sw.w.WriteHeader(http.StatusOK)
+		e.err = e.sw.rc.Flush()
+	}
+	return e.err
+}
+
 func (e *eventWriter) started() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -39,6 +39,7 @@ var routeTable = []route{
 	{"GET", "/v1/samples/{project}/sandboxes/{service}/dirs", (*Server).readDir},
 	{"PUT", "/v1/samples/{project}/sandboxes/{service}/dirs", (*Server).writeDir},
 	{"GET", "/v1/samples/{project}/sandboxes/{service}/connection", (*Server).getConnection},
+	{"GET", "/v1/samples/{project}/sandboxes/{service}/logs", (*Server).getLogs},
 	{"GET", "/v1/events", (*Server).streamEvents},
 }
 

@@ -35,9 +35,12 @@ type Image struct {
 	ID   string   `json:"id"`
 	Tags []string `json:"tags"`
 	Task string   `json:"task"`
-	// Size is what the image alone takes (an estimate from its history: layers it shares with
-	// a tagged parent, such as the base image, are not counted).
+	// Size is the image's whole size, layers shared with other images included, as `docker
+	// images` shows it.
 	Size int64 `json:"size"`
+	// UniqueSize is what the image alone takes, which removing it frees (an estimate from its
+	// history: layers it shares with a tagged parent, such as the base image, are not counted).
+	UniqueSize int64 `json:"unique_size"`
 	// Reason says why a kept image was kept.
 	Reason string `json:"reason,omitempty"`
 }
@@ -95,8 +98,9 @@ func PruneImages(ctx context.Context, c client.APIClient, opts ImageOptions) (Im
 			rep.Kept = append(rep.Kept, im)
 			continue
 		}
+		im.UniqueSize = img.Size
 		if size, err := uniqueSize(ctx, c, img.ID); err == nil {
-			im.Size = size
+			im.UniqueSize = size
 		}
 		byTask[task] = append(byTask[task], im)
 	}
@@ -106,7 +110,7 @@ func PruneImages(ctx context.Context, c client.APIClient, opts ImageOptions) (Im
 		for _, t := range tasks {
 			for _, im := range byTask[t] {
 				rep.Removed = append(rep.Removed, im)
-				rep.BytesReclaimed += im.Size
+				rep.BytesReclaimed += im.UniqueSize
 			}
 		}
 		return rep, nil

@@ -58,6 +58,30 @@ func ProjectFilter(project string) filters.Args {
 	return filters.NewArgs(filters.Arg("label", labels.ManagedFilter), filters.Arg("label", labels.ComposeProjectLabel+"="+project))
 }
 
+// Marker volumes are empty volumes carrying a project's labels that record its hand-over
+// (detached) or its place in a warm pool (warm, claimed). They are composebox's bookkeeping, not
+// the project's volumes, and are not counted as such. Their names, cbx.<kind>.<project>, are no
+// compose resource's (a project's volumes are <project>_<key>, and project names hold no dot),
+// so no compose file can create or pre-empt one.
+const (
+	MarkerDetached = "detached"
+	MarkerWarm     = "warm"
+	MarkerClaim    = "claim"
+)
+
+// MarkerVolume is the name of project's marker volume of kind.
+func MarkerVolume(kind, project string) string { return "cbx." + kind + "." + project }
+
+// IsMarkerVolume reports one of project's marker volumes.
+func IsMarkerVolume(project, volume string) bool {
+	for _, kind := range [...]string{MarkerDetached, MarkerWarm, MarkerClaim} {
+		if volume == MarkerVolume(kind, project) {
+			return true
+		}
+	}
+	return false
+}
+
 // RemoveProject removes every container, then network, then volume of a composebox project,
 // found by labels alone, and last the images labelled with the project (per-sample images).
 // What is already gone counts as removed; every other failure is collected into one error. It
@@ -146,9 +170,11 @@ func RemoveProject(ctx context.Context, c client.APIClient, project string, opts
 				fail(fmt.Errorf("remove volume %s of %s: %w", v.Name, project, err))
 				return nil
 			}
-			mu.Lock()
-			out.Volumes++
-			mu.Unlock()
+			if !IsMarkerVolume(project, v.Name) {
+				mu.Lock()
+				out.Volumes++
+				mu.Unlock()
+			}
 			return nil
 		})
 	}

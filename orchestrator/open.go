@@ -29,7 +29,7 @@ func (o *Orchestrator) Open(ctx context.Context, project string) (*Sample, error
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, fmt.Sprintf("open %s: list containers", project))
 	}
 	if len(list) == 0 {
-		return nil, errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("open %s: no composebox sample by that name (see `composebox ls`)", project))
+		return nil, errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("open %s: no composebox sample by that name%s (see `composebox ls`)", project, o.nearProjects(ctx, project)))
 	}
 	s := &Sample{o: o, project: project, id: list[0].Labels[labels.LabelSample], calls: newCalls()}
 	// The default service by its label, whether its container runs or not: a dead default

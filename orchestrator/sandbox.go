@@ -27,6 +27,9 @@ type (
 	Process = sandboxio.Process
 	// StreamEvent is one chunk of a streaming exec's output.
 	StreamEvent = sandboxio.Event
+	// WindowSize is a terminal's size, for an ExecRequest with TTY (its Size, and each change
+	// sent on its Resize hook).
+	WindowSize = sandboxio.WindowSize
 )
 
 // Output streams of a StreamEvent.
@@ -94,6 +97,19 @@ func (b *Sandbox) Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
 	return sandboxio.Exec(ctx, b.target, req)
 }
 
+// ExecDetached starts req in the background, as `docker exec -d` does, and returns the
+// engine's exec id once the command runs. Nothing waits for it: it outlives the call, and the
+// sample's cleanup ends it with its container. A command that cannot start is an *ExecError
+// with exit code 127 (not found) or 126 (cannot run) and the reason in its Result's Stderr.
+func (b *Sandbox) ExecDetached(ctx context.Context, req ExecRequest) (string, error) {
+	ctx, end, err := b.begin(ctx, execOp(req.Cmd), "")
+	if err != nil {
+		return "", err
+	}
+	defer end()
+	return sandboxio.ExecDetached(ctx, b.target, req)
+}
+
 // ExecStream starts req and returns at once; its Events arrive as the command writes them.
 // Cancelling ctx or calling Kill kills the command like a timeout. An unread stream never
 // blocks the command: Events drops what its buffer cannot hold (see StreamEvent.Dropped),
@@ -127,9 +143,10 @@ func (b *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
 }
 
 // ReadFileTo streams the file to w, holding no copy of it, and returns the bytes written.
-// limit <= 0 means DefaultReadLimit. A w that blocks does not hold the call past ctx.
+// limit 0 means DefaultReadLimit, and a negative limit none (w then takes any size). A w that
+// blocks does not hold the call past ctx.
 func (b *Sandbox) ReadFileTo(ctx context.Context, path string, w io.Writer, limit int64) (int64, error) {
-	if limit <= 0 {
+	if limit == 0 {
 		limit = DefaultReadLimit
 	}
 	ctx, end, err := b.begin(ctx, "read", path)
@@ -138,6 +155,31 @@ func (b *Sandbox) ReadFileTo(ctx context.Context, path string, w io.Writer, limi
 	}
 	defer end()
 	return sandboxio.ReadFileTo(ctx, b.target, path, w, limit)
+}
+
+// ReadDirTo streams the directory at path into w as a tar archive of its contents, made by tar
+// inside the container as the sandbox's user (symlinks stay symlinks). The archive is the
+// sandbox's: unpack it on the host with care (the CLI's cp never lets it write outside its
+// destination). Errors carry the path: ErrNotFound (also when it is not a directory),
+// ErrPermission.
+func (b *Sandbox) ReadDirTo(ctx context.Context, path string, w io.Writer) error {
+	ctx, end, err := b.begin(ctx, "read directory", path)
+	if err != nil {
+		return err
+	}
+	defer end()
+	return sandboxio.ReadDirTo(ctx, b.target, path, w)
+}
+
+// WriteDirFrom unpacks the tar archive read from r into the directory at path, creating it
+// when missing and merging into it when present, as the sandbox's user.
+func (b *Sandbox) WriteDirFrom(ctx context.Context, path string, r io.Reader) error {
+	ctx, end, err := b.begin(ctx, "write directory", path)
+	if err != nil {
+		return err
+	}
+	defer end()
+	return sandboxio.WriteDirFrom(ctx, b.target, path, r)
 }
 
 // WriteFile creates or replaces the file, creating missing parent directories, as the

@@ -107,11 +107,14 @@ func TestPruneImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if im := rep.Removed[0]; im.Size < base.Size+blob || im.UniqueSize < blob || im.UniqueSize >= im.Size {
+		t.Errorf("sizes: whole %d, own %d; want the whole at least the base's %d plus %d, and its own less", im.Size, im.UniqueSize, base.Size, blob)
+	}
 	if rep.BytesReclaimed >= blob+base.Size {
 		t.Errorf("dry run counts %d bytes: the base image's %d are shared", rep.BytesReclaimed, base.Size)
 	}
 	rep = prune(false)
-	t.Logf("reclaimed %d bytes (estimated %d)", rep.BytesReclaimed, rep.Removed[0].Size)
+	t.Logf("reclaimed %d bytes (estimated %d)", rep.BytesReclaimed, rep.Removed[0].UniqueSize)
 	if len(rep.Removed) != 1 || rep.BytesReclaimed < blob || exists() {
 		t.Fatalf("prune: %+v (image present: %t)", rep, exists())
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -33,11 +34,17 @@ type Project struct {
 	// Created is the earliest dev.composebox.created label of the project's resources (or
 	// their creation time when unlabelled).
 	Created time.Time `json:"created"`
-	// Containers, Networks and Volumes count the project's resources. A detached project's
-	// marker volume counts as a volume.
+	// Containers, Networks and Volumes count the project's resources. composebox's own marker
+	// volumes (detached, warm, claimed) are not the project's volumes and are not counted.
 	Containers int `json:"containers"`
 	Networks   int `json:"networks"`
 	Volumes    int `json:"volumes"`
+	// Running counts the containers that run.
+	Running int `json:"running"`
+	// Health sums the containers up: "ok" when every one runs and none is unhealthy or still
+	// starting its healthcheck (or exited 0, a finished one-shot), else the services that are
+	// not, as "db:exited(137),web:unhealthy"; "" for a project with no container.
+	Health string `json:"health,omitempty"`
 	// Config is the project's compose files when its containers name them.
 	Config string `json:"config,omitempty"`
 	// ContainerNames names the project's containers, sorted.
@@ -52,6 +59,33 @@ type Project struct {
 
 	// owners are the non-detached owner labels seen on the project's resources.
 	owners map[string]bool
+	// problems are the containers that are not fine, as service:state.
+	problems []string
+}
+
+var exitedStatus = regexp.MustCompile(`^Exited \((-?\d+)\)`)
+
+// containerProblem says what is wrong with a listed container: "" when it runs and is neither
+// unhealthy nor still starting, or exited 0; else unhealthy, starting, exited(N) or its state.
+func containerProblem(x container.Summary) string {
+	switch x.State {
+	case container.StateRunning:
+		switch {
+		case strings.Contains(x.Status, "(unhealthy)"):
+			return "unhealthy"
+		case strings.Contains(x.Status, "(health: starting)"):
+			return "starting"
+		}
+		return ""
+	case container.StateExited:
+		if m := exitedStatus.FindStringSubmatch(x.Status); m != nil {
+			if m[1] == "0" {
+				return ""
+			}
+			return "exited(" + m[1] + ")"
+		}
+	}
+	return string(x.State)
 }
 
 // List finds every composebox project from its containers, networks and volumes, so that a
@@ -77,6 +111,12 @@ func list(ctx context.Context, c client.APIClient, f filters.Args) ([]Project, e
 		}
 		p.Containers++
 		p.ContainerNames = append(p.ContainerNames, cleanup.ContainerName(x))
+		if x.State == container.StateRunning {
+			p.Running++
+		}
+		if problem := containerProblem(x); problem != "" {
+			p.problems = append(p.problems, x.Labels[labels.ComposeServiceLabel]+":"+problem)
+		}
 		for _, port := range x.Ports {
 			if port.PublicPort == 0 {
 				continue
@@ -106,7 +146,7 @@ func list(ctx context.Context, c client.APIClient, f filters.Args) ([]Project, e
 	}
 	for _, x := range vols.Volumes {
 		created, _ := time.Parse(time.RFC3339, x.CreatedAt)
-		if p := agg.add(x.Labels, created, markerKind(x.Name, x.Labels)); p != nil {
+		if p := agg.add(x.Labels, created, markerKind(x.Name, x.Labels)); p != nil && !cleanup.IsMarkerVolume(p.Name, x.Name) {
 			p.Volumes++
 		}
 	}
@@ -201,6 +241,14 @@ func (a *aggregator) result() []Project {
 		}
 		p.Stale = p.Status == StatusStale
 		slices.Sort(p.ContainerNames)
+		slices.Sort(p.problems)
+		switch {
+		case p.Containers == 0:
+		case len(p.problems) == 0:
+			p.Health = "ok"
+		default:
+			p.Health = strings.Join(p.problems, ",")
+		}
 		slices.SortFunc(p.Ports, func(x, y PublishedPort) int {
 			return cmp.Or(strings.Compare(x.Service, y.Service), cmp.Compare(x.ContainerPort, y.ContainerPort),
 				strings.Compare(x.Protocol, y.Protocol), strings.Compare(x.HostIP, y.HostIP))

@@ -39,7 +39,7 @@ func TestListStatuses(t *testing.T) {
 	}{
 		{live, tracking.StatusAlive, labels.SelfOwner(), 1, 0},
 		{stale, tracking.StatusStale, dead.label, 1, 1},
-		{detached, tracking.StatusDetached, labels.OwnerDetached, 0, 1},
+		{detached, tracking.StatusDetached, labels.OwnerDetached, 0, 0}, // the marker is not a volume of the project
 		{remote, tracking.StatusUnknown, "elsewhere.example:42:42", 0, 0},
 	} {
 		p, ok := find(t, c, tc.project)

@@ -8,6 +8,7 @@ import (
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 
+	"github.com/composebox/composebox/cleanup"
 	"github.com/composebox/composebox/cleanup/labels"
 	cbxerr "github.com/composebox/composebox/internal/errdefs"
 )
@@ -27,13 +28,13 @@ import (
 // since a create of an existing name silently returns the existing volume.
 
 // markerName is the name of project's marker of kind.
-func markerName(kind, project string) string { return "cbx." + kind + "." + project }
+func markerName(kind, project string) string { return cleanup.MarkerVolume(kind, project) }
 
 // Marker kinds.
 const (
-	markerDetached = "detached"
-	markerWarm     = "warm"
-	markerClaim    = "claim"
+	markerDetached = cleanup.MarkerDetached
+	markerWarm     = cleanup.MarkerWarm
+	markerClaim    = cleanup.MarkerClaim
 )
 
 // createMarker creates the marker volume name with lbl and checks that the volume the engine

@@ -6,15 +6,20 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/spf13/cobra"
 
 	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/engine"
+	cbxerr "github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/lifecycle"
 	"github.com/composebox/composebox/orchestrator"
 )
@@ -128,6 +133,11 @@ func runCleanup(ctx context.Context, g *globals, c client.APIClient, sel trackin
 	res := cleanupResult{DryRun: opts.DryRun, Projects: []cleanupProjectResult{}}
 	cache := tracking.OpenCache(stateDir(opts.StateDir))
 	var errs []error
+	if opts.Task != "" {
+		if err := knownTask(ctx, c, opts.Task); err != nil {
+			return err
+		}
+	}
 	if !sel.IsZero() {
 		planned, err := tracking.Plan(ctx, c, sel)
 		if err != nil {
@@ -201,6 +211,30 @@ func pruneCache(ctx context.Context, c client.APIClient, cache *tracking.Cache) 
 	_ = cache.Prune(func(p string) bool { return exists[p] })
 }
 
+// knownTask fails with not_found, suggesting near names, when no project and no image carries
+// task's label: a misspelt --task would otherwise remove nothing without a word.
+func knownTask(ctx context.Context, c client.APIClient, task string) error {
+	projects, err := tracking.List(ctx, c)
+	if err != nil {
+		return err
+	}
+	var tasks []string
+	for _, p := range projects {
+		tasks = append(tasks, p.Task)
+	}
+	imgs, err := c.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labels.ManagedFilter))})
+	if err != nil {
+		return fmt.Errorf("cleanup: list images: %w", err)
+	}
+	for _, im := range imgs {
+		tasks = append(tasks, im.Labels[labels.LabelTask])
+	}
+	if slices.Contains(tasks, task) {
+		return nil
+	}
+	return cbxerr.New(cbxerr.ErrNotFound, fmt.Sprintf("cleanup --task %s: no project or image of that task%s (see `composebox ls`)", task, tracking.DidYouMean(task, tasks)))
+}
+
 func printCleanup(w io.Writer, res cleanupResult) error {
 	verb := "removed"
 	if res.DryRun {
@@ -225,7 +259,7 @@ func printCleanup(w io.Writer, res cleanupResult) error {
 		return nil
 	}
 	for _, im := range res.Images.Removed {
-		fmt.Fprintf(w, "%s image %s (task %s, %s)\n", verb, imageName(im), im.Task, humanBytes(im.Size))
+		fmt.Fprintf(w, "%s image %s (task %s, %s, %s of it its own)\n", verb, imageName(im), im.Task, humanBytes(im.Size), humanBytes(im.UniqueSize))
 	}
 	for _, im := range res.Images.Kept {
 		fmt.Fprintf(w, "kept image %s (task %s): %s\n", imageName(im), im.Task, im.Reason)

@@ -277,8 +277,9 @@ func TestCleanupAllOfTwentyTwoServiceProjects(t *testing.T) {
 	if n := testutil.Resources(t, c, taskLabel(task)); n != 0 {
 		t.Errorf("%d resources left", n)
 	}
-	if res := cleanupJSON(t, "--all", "--task", task); len(res.Projects) != 0 {
-		t.Errorf("second cleanup: %v", removedNames(res))
+	// Nothing of the task is left: naming it again is a not_found, as a misspelt name is.
+	if code, _, errOut := runCLI(t, "cleanup", "--all", "--task", task); code != exitFailure || !strings.Contains(errOut, "not_found") {
+		t.Errorf("second cleanup: exit %d, %s", code, errOut)
 	}
 	for _, s := range ss {
 		if err := s.Cleanup(t.Context()); err != nil {

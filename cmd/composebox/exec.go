@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -23,35 +22,59 @@ type execOptions struct {
 	Env     []string
 	Timeout time.Duration
 	Stdin   bool
+	// Detach starts the command in the background and returns at once.
+	Detach bool
+	// NoTTY is compose's -T, accepted as the default it already is.
+	NoTTY bool
+	// TTY runs the command on a pseudo-terminal (-t); with -i on a terminal, that terminal is
+	// put in raw mode and its size follows the window's.
+	TTY bool
 }
 
 func newExecCmd(g *globals) *cobra.Command {
 	var opts execOptions
 	cmd := &cobra.Command{
-		Use:   "exec -p PROJECT [-s SERVICE] [flags] -- CMD [ARG...]",
+		Use:   "exec -p PROJECT [-s SERVICE] [flags] CMD [ARG...]",
 		Short: "Run a command in a sample's service",
 		Long: `Runs CMD (no implicit shell) in SERVICE (default: the sample's default service) over the Engine
 API, and exits with its exit code: 124 when --timeout passed (the command and its children are
-killed), 126 when it cannot run, 127 when it is not found. COMPOSEBOX_PROJECT stands in for -p.`,
+killed), 126 when it cannot run, 127 when it is not found; why it could not run is printed on
+stderr. Flags end at CMD, so 'exec -p P ls -la /' passes -la to ls ('--' before CMD also works).
+-d starts CMD in the background and returns at once. -t gives CMD a terminal; with -i and a
+terminal on stdin, that terminal goes raw (Ctrl-C reaches CMD) and window-size changes follow.
+COMPOSEBOX_PROJECT stands in for -p.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if opts.Project == "" {
-				opts.Project = os.Getenv("COMPOSEBOX_PROJECT")
+			p, err := projectOf("exec", opts.Project)
+			if err != nil {
+				return err
 			}
-			if opts.Project == "" {
-				return usageError{errors.New("exec: -p PROJECT (or COMPOSEBOX_PROJECT) is required")}
+			opts.Project = p
+			if opts.Detach && (opts.Stdin || opts.TTY) {
+				return usageError{errors.New("exec: -d does not go with -i or -t (a background command has no terminal or stdin)")}
+			}
+			if opts.TTY && opts.NoTTY {
+				return usageError{errors.New("exec: -t and -T contradict each other")}
+			}
+			if opts.TTY && g.JSON {
+				return usageError{errors.New("exec: -t does not go with --json (a terminal's output is for a person)")}
 			}
 			return runExec(cmd.Context(), g, opts, args)
 		},
 	}
+	// Everything from CMD on is CMD's, as in docker compose exec.
+	cmd.Flags().SetInterspersed(false)
 	f := cmd.Flags()
 	f.StringVarP(&opts.Project, "project", "p", "", "the sample's project name")
 	f.StringVarP(&opts.Service, "service", "s", "", "service (default: the sample's default service)")
 	f.StringVarP(&opts.User, "user", "u", "", "user: name or uid[:gid]")
 	f.StringVarP(&opts.Workdir, "workdir", "w", "", "working directory (relative: against the container's)")
 	f.StringArrayVarP(&opts.Env, "env", "e", nil, "environment variable K=V (repeatable)")
-	f.DurationVar(&opts.Timeout, "timeout", 0, "kill the command and its children after this long (exit 124)")
+	secondsVar(f, &opts.Timeout, "timeout", 0, "kill the command and its children after this long, e.g. 30s or 30 (exit 124)")
 	f.BoolVarP(&opts.Stdin, "interactive", "i", false, "forward stdin to the command")
+	f.BoolVarP(&opts.Detach, "detach", "d", false, "run the command in the background and return at once")
+	f.BoolVarP(&opts.NoTTY, "no-tty", "T", false, "no TTY (the default; accepted as docker compose exec takes it)")
+	f.BoolVarP(&opts.TTY, "tty", "t", false, "run the command on a pseudo-terminal (with -i: an interactive shell, e.g. exec -it -p P sh)")
 	return cmd
 }
 
@@ -97,11 +120,42 @@ func runExec(ctx context.Context, g *globals, opts execOptions, argv []string) e
 		return err
 	}
 	defer done()
+	if opts.Detach {
+		return g.execDetached(ctx, sb, req)
+	}
+	if opts.TTY {
+		restore, err := g.terminal(&req, opts.Stdin)
+		if err != nil {
+			return err
+		}
+		defer restore()
+	}
 	if g.JSON {
 		res, err := sb.Exec(ctx, req)
 		return g.execOutcome(res, err, false)
 	}
 	return g.streamExec(ctx, sb, req)
+}
+
+// execDetachedJSON is the JSON shape of exec -d.
+type execDetachedJSON struct {
+	Detached bool   `json:"detached"`
+	ExecID   string `json:"exec_id"`
+}
+
+// execDetached starts the command in the background; a command that cannot start fails here
+// as it would in the foreground.
+func (g *globals) execDetached(ctx context.Context, sb *orchestrator.Sandbox, req orchestrator.ExecRequest) error {
+	id, err := sb.ExecDetached(ctx, req)
+	if err != nil {
+		var ee *orchestrator.ExecError
+		if errors.As(err, &ee) {
+			return g.execOutcome(ee.Result, nil, false)
+		}
+		return err
+	}
+	g.setResult(execDetachedJSON{Detached: true, ExecID: id}, nil)
+	return nil
 }
 
 // streamExec forwards the command's output as it arrives and returns its outcome.

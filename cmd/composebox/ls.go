@@ -21,6 +21,10 @@ type lsOptions struct {
 	All bool
 	// StateDir is the state cache's directory (default: tracking.DefaultStateDir()).
 	StateDir string
+	// Task lists only the projects of this task.
+	Task string
+	// Quiet prints project names only, one a line.
+	Quiet bool
 }
 
 func newLsCmd(g *globals) *cobra.Command {
@@ -37,11 +41,16 @@ host). Without --all, projects of other hosts are left out. A live sample waitin
 warm pool ('up --warm', TaskSpec.Warm) shows as warm; once taken, SAMPLE is the id of the
 sample init that took it.
 
+HEALTH is ok when every container runs (or exited 0, a finished one-shot) and none is unhealthy
+or still starting; else it names the services that are not, as db:exited(137),web:unhealthy.
+'composebox ps -p PROJECT' shows each service.
+
 PORTS lists the host ports the project's containers publish, as the engine bound them (an
 ephemeral one where the compose file fixed a port).
 
 With --json, prints {"projects": [...]}, each project an object {name, task, sample, owner,
-status, stale, created, containers, networks, volumes, config, container_names, ports, pool};
+status, stale, created, containers, networks, volumes, running, health, config, container_names,
+ports, pool};
 pool is warm, claimed (taken from a pool) or pooled (starting for a pool), and absent for a
 sample started cold.`,
 		Args: cobra.NoArgs,
@@ -56,6 +65,8 @@ sample started cold.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&opts.All, "all", "a", false, "also list projects whose owner is on another host")
+	cmd.Flags().StringVar(&opts.Task, "task", "", "only the projects of this task")
+	cmd.Flags().BoolVarP(&opts.Quiet, "quiet", "q", false, "print project names only")
 	cmd.Flags().StringVar(&opts.StateDir, "state-dir", "", "state cache directory (default $"+tracking.StateDirEnv+", else the XDG data dir)")
 	_ = cmd.Flags().MarkHidden("state-dir")
 	return cmd
@@ -73,6 +84,9 @@ func runLs(ctx context.Context, g *globals, c client.APIClient, opts lsOptions) 
 	shown := make([]lsEntry, 0, len(projects))
 	hidden := 0
 	for _, p := range projects {
+		if opts.Task != "" && p.Task != opts.Task {
+			continue
+		}
 		if !opts.All && otherHost(p) {
 			hidden++
 			continue
@@ -80,20 +94,28 @@ func runLs(ctx context.Context, g *globals, c client.APIClient, opts lsOptions) 
 		shown = append(shown, p)
 	}
 	g.setResult(lsResult{Projects: shown}, func(w io.Writer) error {
+		if opts.Quiet {
+			for _, p := range shown {
+				if _, err := fmt.Fprintln(w, p.Name); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "PROJECT\tTASK\tSAMPLE\tSTATUS\tCREATED\tCONTAINERS\tNETWORKS\tVOLUMES\tOWNER\tPORTS")
+		fmt.Fprintln(tw, "PROJECT\tTASK\tSAMPLE\tSTATUS\tHEALTH\tCREATED\tCONTAINERS\tNETWORKS\tVOLUMES\tOWNER\tPORTS")
 		now := time.Now()
 		for _, p := range shown {
 			ports := make([]string, len(p.Ports))
 			for i, port := range p.Ports {
 				ports[i] = port.String()
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", p.Name, dash(p.Task), dash(p.Sample), lsStatus(p),
-				age(now, p.Created), p.Containers, p.Networks, p.Volumes, dash(p.Owner), dash(strings.Join(ports, ",")))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", p.Name, dash(p.Task), dash(p.Sample), lsStatus(p),
+				dash(p.Health), age(now, p.Created), p.Containers, p.Networks, p.Volumes, dash(p.Owner), dash(strings.Join(ports, ",")))
 		}
 		return tw.Flush()
 	})
-	if hidden > 0 && !g.JSON {
+	if hidden > 0 && !g.JSON && !opts.Quiet {
 		fmt.Fprintf(g.stderr, "%d projects whose owner is on another host (or unknown) not shown: --all lists them\n", hidden)
 	}
 	return nil

@@ -23,8 +23,8 @@ func TestLsTable(t *testing.T) {
 			row = l
 		}
 	}
-	if f := strings.Fields(row); len(f) != 11 || f[1] != task || f[3] != "alive" || f[6] != "1" || f[10] != "-" {
-		t.Errorf("row %q: want the project, its task, alive, 1 container, no port", row)
+	if f := strings.Fields(row); len(f) != 12 || f[1] != task || f[3] != "alive" || f[4] != "ok" || f[7] != "1" || f[11] != "-" {
+		t.Errorf("row %q: want the project, its task, alive, ok, 1 container, no port", row)
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -92,7 +93,7 @@ func (g *globals) finish(ctx context.Context, err error) int {
 	if ej != nil && !silent {
 		fmt.Fprintf(g.stderr, "composebox: %s: %s\n", ej.Kind, ej.Message)
 		if ej.Kind == "usage" {
-			fmt.Fprintln(g.stderr, "run 'composebox --help' for usage")
+			fmt.Fprintf(g.stderr, "see '%s --help'\n", cmp.Or(g.helpCommand, "composebox"))
 		}
 	}
 	return code

@@ -87,6 +87,8 @@ func TestOutputContractEveryVerb(t *testing.T) {
 		upped bool
 		// inMessage must be in the error's message.
 		inMessage string
+		// removes: the case removes what it names, so its second run (text) finds nothing.
+		removes bool
 	}{
 		{name: "version", args: []string{"version"}},
 		{name: "doctor", args: []string{"doctor"}},
@@ -118,11 +120,15 @@ func TestOutputContractEveryVerb(t *testing.T) {
 		{name: "reap", args: []string{"reap", "--owner", deadOwner}},
 		{name: "reap usage", args: []string{"reap", "--owner", "nonsense"}, code: exitUsage, kind: "usage"},
 		{name: "unknown verb", args: []string{"nosuchverb"}, code: exitUsage, kind: "usage"},
-		{name: "down unknown", args: []string{"down", "cbx-no-such-project"}},
-		{name: "down killed sample", args: []string{"down", killed}},
+		{name: "down unknown", args: []string{"down", "cbx-no-such-project"}, code: exitFailure, kind: "not_found"},
+		{name: "down killed sample", args: []string{"down", killed}, removes: true},
 	}
 	for _, tc := range cases {
 		for _, asJSON := range []bool{true, false} {
+			tc := tc
+			if tc.removes && !asJSON {
+				tc.code, tc.kind = exitFailure, "not_found"
+			}
 			name := tc.name + " text"
 			args := append([]string{"--progress", "plain"}, tc.args...)
 			if asJSON {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/moby/term"
 
+	"github.com/composebox/composebox/lifecycle"
 	"github.com/composebox/composebox/orchestrator"
 )
 
@@ -51,6 +53,9 @@ type progress struct {
 	index map[string]*progressRow
 	// drawn is how many lines the last live redraw printed, to move back over them.
 	drawn int
+	// printed are the (subject, status) pairs plain mode has printed: each is printed once,
+	// however often it is reported (a warm pool's samples report the same services too).
+	printed map[[2]string]bool
 }
 
 type progressRow struct {
@@ -112,6 +117,14 @@ func (p *progress) update(subject, status, detail string, unless []string) {
 		p.redraw()
 		return
 	}
+	if p.printed == nil {
+		p.printed = map[[2]string]bool{}
+	}
+	key := [2]string{r.subject, r.status}
+	if p.printed[key] {
+		return
+	}
+	p.printed[key] = true
 	line := "composebox: " + r.subject + ": " + r.status
 	if detail != "" {
 		line += " (" + detail + ")"
@@ -181,10 +194,40 @@ func (p *progress) observer() orchestrator.Observer {
 			p.setAll(stStarted, "", stHealthy, stFailed)
 		case orchestrator.EventServiceReady:
 			p.set(e.Service, stHealthy, "after "+dur)
+		case orchestrator.EventPoolTaken:
+			// A ready sample from the warm pool: its services never pass through the steps.
+			p.setAll(stHealthy, "from the warm pool", stHealthy, stFailed)
+		case orchestrator.EventSampleHealthy:
+			p.setAll(stHealthy, "", stHealthy, stFailed)
 		case orchestrator.EventSampleFailed:
-			p.setAll(stFailed, "", stHealthy)
+			p.blame(e.Err)
 		case orchestrator.EventSampleRemoved:
 			p.setAll(stRemoved, "")
+		}
+	}
+}
+
+// stBlocked is a service that never started because one it depends on failed.
+const stBlocked = "blocked"
+
+// blame marks the services that failed as failed, with what went wrong, and the ones that were
+// only waiting for them as blocked; without the details, every service not yet healthy failed.
+func (p *progress) blame(err error) {
+	var nr *lifecycle.NotReadyError
+	if !errors.As(err, &nr) || len(nr.Services) == 0 {
+		p.setAll(stFailed, "", stHealthy)
+		return
+	}
+	for _, s := range nr.Services {
+		switch {
+		case s.State == "created" || s.State == "missing":
+			p.set(s.Service, stBlocked, "not started: a dependency failed")
+		case s.State == "exited" || s.State == "dead":
+			p.set(s.Service, stFailed, fmt.Sprintf("%s, exit code %d", s.State, s.ExitCode))
+		case s.Health != "":
+			p.set(s.Service, stFailed, s.Health)
+		default:
+			p.set(s.Service, stFailed, s.State)
 		}
 	}
 }

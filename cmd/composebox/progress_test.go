@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/composebox/composebox/lifecycle"
 	"github.com/composebox/composebox/orchestrator"
 )
 
@@ -104,5 +106,34 @@ func TestProgressModes(t *testing.T) {
 	}
 	if p := newProgress(&b, progressAuto); p.tty || p.off {
 		t.Errorf("auto on a buffer: tty %t, off %t; want plain", p.tty, p.off)
+	}
+}
+
+// A failed sample blames the service that failed, not the ones that only waited for it; a
+// service is reported healthy once however often that is said; a warm take ends healthy.
+func TestProgressBlamesTheFailedService(t *testing.T) {
+	var b bytes.Buffer
+	p := newProgress(&b, progressPlain)
+	obs := p.observer()
+	for _, s := range []string{"default", "db"} {
+		p.set(s, stPending, "")
+	}
+	obs(orchestrator.Event{Kind: orchestrator.EventServiceReady, Service: "db", Duration: time.Second})
+	obs(orchestrator.Event{Kind: orchestrator.EventServiceReady, Service: "db", Duration: 2 * time.Second})
+	nr := &lifecycle.NotReadyError{Reason: "exited", Services: []lifecycle.ServiceState{
+		{Service: "db", State: "exited", ExitCode: 3}, {Service: "default", State: "created"}}}
+	obs(orchestrator.Event{Kind: orchestrator.EventSampleFailed, Err: fmt.Errorf("sample init: %w", nr)})
+	got := b.String()
+	if strings.Count(got, "db: healthy") != 1 || !strings.Contains(got, "composebox: db: failed (exited, exit code 3)\n") ||
+		!strings.Contains(got, "composebox: default: blocked (not started: a dependency failed)\n") || strings.Contains(got, "default: failed") {
+		t.Errorf("plain progress:\n%s", got)
+	}
+
+	b.Reset()
+	p = newProgress(&b, progressPlain)
+	p.set("default", stPending, "")
+	p.observer()(orchestrator.Event{Kind: orchestrator.EventPoolTaken})
+	if got := b.String(); !strings.Contains(got, "composebox: default: healthy (from the warm pool)\n") {
+		t.Errorf("warm take:\n%s", got)
 	}
 }

@@ -33,6 +33,9 @@ type globals struct {
 	progress *progress
 	// out is the invocation's result, written once by finish.
 	out outcome
+	// helpCommand is the command line's verb ("composebox exec"), whose help a usage error
+	// points at.
+	helpCommand string
 	// stopsOnSignal is set by a verb that runs until it is signalled (a server): a signal is
 	// then its normal end, and it exits 0 when it stopped cleanly, not 128+signal.
 	stopsOnSignal bool
@@ -46,7 +49,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	return g.finish(ctx, root.ExecuteContext(ctx))
+	cmd, err := root.ExecuteContextC(ctx)
+	if cmd != nil {
+		// A usage error points at the help of the verb it is about.
+		g.helpCommand = cmd.CommandPath()
+	}
+	return g.finish(ctx, err)
 }
 
 func newRootCmd(g *globals) *cobra.Command {
@@ -85,6 +93,8 @@ func newRootCmd(g *globals) *cobra.Command {
 		newRunCmd(g),
 		newExecCmd(g),
 		newCpCmd(g),
+		newLogsCmd(g),
+		newPsCmd(g),
 		newLsCmd(g),
 		newCleanupCmd(g),
 		newReapCmd(g),
@@ -127,8 +137,12 @@ func (g *globals) setup() error {
 	}
 	g.progress = newProgress(g.stderr, g.Progress)
 	g.log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
-	// The compose library warns through the global logrus; only the CLI decides where it goes.
-	logrus.SetOutput(g.stderr)
+	// The compose library warns through the global logrus; only the CLI decides where it goes:
+	// into the same slog logger as composebox's own lines, so stderr has one format.
+	logrus.SetOutput(io.Discard)
+	hooks := make(logrus.LevelHooks)
+	hooks.Add(logrusToSlog{g.log})
+	logrus.StandardLogger().ReplaceHooks(hooks)
 	switch {
 	case level <= slog.LevelDebug:
 		logrus.SetLevel(logrus.DebugLevel)
@@ -139,6 +153,29 @@ func (g *globals) setup() error {
 	default:
 		logrus.SetLevel(logrus.ErrorLevel)
 	}
+	return nil
+}
+
+// logrusToSlog forwards the compose library's logrus entries to composebox's logger.
+type logrusToSlog struct{ log *slog.Logger }
+
+func (logrusToSlog) Levels() []logrus.Level { return logrus.AllLevels }
+
+func (h logrusToSlog) Fire(e *logrus.Entry) error {
+	level := slog.LevelInfo
+	switch {
+	case e.Level <= logrus.ErrorLevel:
+		level = slog.LevelError
+	case e.Level == logrus.WarnLevel:
+		level = slog.LevelWarn
+	case e.Level >= logrus.DebugLevel:
+		level = slog.LevelDebug
+	}
+	attrs := []any{"from", "compose"}
+	for k, v := range e.Data {
+		attrs = append(attrs, k, v)
+	}
+	h.log.Log(context.Background(), level, e.Message, attrs...)
 	return nil
 }
 

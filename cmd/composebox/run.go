@@ -89,8 +89,8 @@ command's file edits land on the host. IMG must be present locally: composebox n
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.Task, "task", "", "task name (default: the directory's name; with --image, \"container\")")
-	f.DurationVar(&opts.Timeout, "timeout", 0, "kill the command after this long (exit 124)")
-	f.DurationVar(&opts.Ready, "ready-timeout", 0, "readiness budget (default: derived from the healthchecks)")
+	secondsVar(f, &opts.Timeout, "timeout", 0, "kill the command after this long, e.g. 30s or 30 (exit 124)")
+	secondsVar(f, &opts.Ready, "ready-timeout", 0, "readiness budget, e.g. 2m or 120 (default: derived from the healthchecks)")
 	f.BoolVar(&opts.Reaper, "reaper", false, "start a watchdog that removes the sample if composebox dies without cleaning up")
 	f.StringVar(&opts.Memory, "memory", "", "with --image: memory limit, e.g. 512m or 1g")
 	f.Float64Var(&opts.CPUs, "cpus", 0, "with --image: CPU limit, e.g. 1 or 0.5")

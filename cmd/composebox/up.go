@@ -55,7 +55,8 @@ variables (--metadata, SAMPLE_METADATA_*) cannot be pooled: up says why and keep
 		},
 	}
 	cmd.Flags().StringVar(&opts.Task, "task", "", "task name (default: the layout's, else the directory's)")
-	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 0, "readiness budget (default: derived from the healthchecks)")
+	secondsVar(cmd.Flags(), &opts.Timeout, "timeout", 0, "readiness budget, e.g. 2m or 120 (default: derived from the healthchecks)")
+	cmd.Flags().BoolP("detach", "d", true, "up always detaches: the sample is left running (accepted as docker compose up takes it)")
 	cmd.Flags().BoolVar(&opts.Reaper, "reaper", false, "start a watchdog that removes the sample if composebox dies before it is ready")
 	cmd.Flags().IntVar(&opts.Warm, "warm", 0, "after starting the sample, keep N ready samples of the task for other 'up' runs until interrupted")
 	cmd.Flags().BoolVar(&opts.Cold, "cold", false, "always start a new sample: never take one from a warm pool")

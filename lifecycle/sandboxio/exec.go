@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+
 	"github.com/composebox/composebox/internal/errdefs"
 )
 
@@ -49,6 +51,21 @@ type ExecRequest struct {
 	// StrictLimit turns going past OutputLimit into an ErrOutputLimit error: the command is
 	// killed at that point and the result holds the first OutputLimit bytes.
 	StrictLimit bool
+	// TTY runs the command on a pseudo-terminal, as `docker exec -t` does: what it writes to
+	// stdout and stderr arrives as one stream in Stdout (and the result's Stdout), with the
+	// terminal's line endings, and StdinReader carries keystrokes.
+	TTY bool
+	// Size is the terminal's size when the command starts (TTY only; zero: the engine's
+	// default, 80x24 or so).
+	Size WindowSize
+	// Resize is the resize hook of a TTY: each size sent on it while the command runs is passed
+	// on to the terminal (the command gets SIGWINCH). Nil: the size never changes.
+	Resize <-chan WindowSize
+}
+
+// WindowSize is a terminal's size in character cells.
+type WindowSize struct {
+	Rows, Cols uint
 }
 
 // ExecResult is a finished command. A non-zero ExitCode is a result, not an error.
@@ -149,7 +166,11 @@ func (t Target) execSpec(req ExecRequest, op string) (runSpec, error) {
 	if len(req.Stdin) > 0 && req.StdinReader != nil {
 		return runSpec{}, errdefs.New(errdefs.ErrInvalidConfig, op+t.in()+": both Stdin and StdinReader are set; use one")
 	}
-	spec := runSpec{cmd: req.Cmd, env: env, user: user, workdir: cwd, timeout: req.Timeout, abort: make(chan struct{})}
+	if !req.TTY && (req.Resize != nil || req.Size != (WindowSize{})) {
+		return runSpec{}, errdefs.New(errdefs.ErrInvalidConfig, op+t.in()+": Size and Resize need TTY")
+	}
+	spec := runSpec{cmd: req.Cmd, env: env, user: user, workdir: cwd, timeout: req.Timeout, abort: make(chan struct{}),
+		tty: req.TTY, size: req.Size, resize: req.Resize}
 	switch {
 	case len(req.Stdin) > 0:
 		spec.stdin = bytes.NewReader(req.Stdin)
@@ -185,6 +206,11 @@ func (t Target) finish(ctx context.Context, req ExecRequest, op string, o outcom
 		res.Stdout, res.StdoutTruncated, res.StdoutBytes = nil, false, 0
 		res.Stderr = []byte(o.startMsg + "\n")
 		res.StderrTruncated, res.StderrBytes = false, int64(len(res.Stderr))
+		if req.Stderr != nil {
+			// A caller streaming stderr sees why nothing ran there too, as it would see a
+			// shell's "not found".
+			_, _ = req.Stderr.Write(res.Stderr)
+		}
 		switch o.startFail {
 		case startNotFound:
 			res.ExitCode = 127
@@ -229,3 +255,54 @@ func (t Target) finish(ctx context.Context, req ExecRequest, op string, o outcom
 }
 
 var _ io.Writer = (*tailBuffer)(nil)
+
+// ExecDetached starts req in the background, as `docker exec -d` does, and returns the
+// engine's exec id once the command runs; nothing waits for it or reads its output. Stdin,
+// Stdout, Stderr and Timeout do not apply and are refused. A command that cannot start
+// fails here, as an *ExecError whose Result holds the exit code the foreground exec would
+// give (127 not found, 126 cannot run) and the engine's message in Stderr.
+func ExecDetached(ctx context.Context, t Target, req ExecRequest) (string, error) {
+	op := execOp(req.Cmd)
+	if req.Stdin != nil || req.StdinReader != nil || req.Stdout != nil || req.Stderr != nil || req.Timeout > 0 {
+		return "", errdefs.New(errdefs.ErrInvalidConfig, op+t.in()+": a detached exec takes no stdin, output writers or timeout")
+	}
+	spec, err := t.execSpec(req, op)
+	if err != nil {
+		return "", err
+	}
+	created, err := t.Client.ContainerExecCreate(ctx, t.Container, container.ExecOptions{
+		User: spec.user, WorkingDir: spec.workdir, Env: append(spec.env, TagEnv+"="+newTag()), Cmd: spec.cmd, Detach: true,
+	})
+	if err != nil {
+		return "", t.engineError(ctx, op, err)
+	}
+	serr := t.Client.ContainerExecStart(ctx, created.ID, container.ExecStartOptions{Detach: true})
+	msg := ""
+	if serr != nil {
+		msg = serr.Error()
+	}
+	ins, ierr := t.Client.ContainerExecInspect(ctx, created.ID)
+	if serr == nil && ierr == nil && (ins.Pid != 0 || ins.Running) {
+		return created.ID, nil
+	}
+	if serr == nil && ierr != nil {
+		return "", t.engineError(ctx, op, ierr)
+	}
+	if msg == "" {
+		msg = fmt.Sprintf("the command did not start (exit code %d)", ins.ExitCode)
+	}
+	res := ExecResult{ExitCode: 126, Stderr: []byte(msg + "\n")}
+	res.StderrBytes = int64(len(res.Stderr))
+	switch classifyStart(msg) {
+	case startNotFound:
+		res.ExitCode = 127
+		return "", &ExecError{Result: res, Err: errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("%s%s: %s: command not found", op, t.in(), req.Cmd[0]))}
+	case startCwd:
+		return "", &ExecError{Result: res, Err: errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("%s%s: working directory %s: no such directory", op, t.in(), spec.workdir))}
+	case startOther:
+		if serr != nil && !strings.Contains(strings.ToLower(msg), "oci runtime") {
+			return "", t.engineError(ctx, op, serr)
+		}
+	}
+	return "", &ExecError{Result: res, Err: errdefs.New(errdefs.ErrPermission, fmt.Sprintf("%s%s: %s", op, t.in(), msg))}
+}

@@ -73,6 +73,10 @@ type runSpec struct {
 	// abort is closed once before a kill, so that the caller's writers blocked on a slow
 	// consumer give up (see guardedWriter). Made by start when nil.
 	abort chan struct{}
+	// tty runs the command on a terminal of size; resize passes size changes on.
+	tty    bool
+	size   WindowSize
+	resize <-chan WindowSize
 }
 
 // outcome is what happened to one exec.
@@ -105,6 +109,8 @@ type execution struct {
 	stdinErr chan error // the stdin source's failure; never the connection's
 	fed      chan struct{}
 	haltOnce sync.Once
+	// ended is closed when wait returns: the resize follower stops with it.
+	ended chan struct{}
 }
 
 // halt closes abort, once.
@@ -116,7 +122,7 @@ func start(ctx context.Context, t Target, s runSpec, op string) (*execution, err
 	if s.abort == nil {
 		s.abort = make(chan struct{})
 	}
-	e := &execution{t: t, s: s, tag: newTag(), begin: time.Now(), copyDone: make(chan error, 1), stdinErr: make(chan error, 1)}
+	e := &execution{t: t, s: s, tag: newTag(), begin: time.Now(), copyDone: make(chan error, 1), stdinErr: make(chan error, 1), ended: make(chan struct{})}
 	env := make([]string, 0, len(s.env)+1)
 	env = append(env, s.env...)
 	env = append(env, TagEnv+"="+e.tag)
@@ -128,14 +134,18 @@ func start(ctx context.Context, t Target, s runSpec, op string) (*execution, err
 		AttachStdin:  s.stdin != nil,
 		AttachStdout: true,
 		AttachStderr: true,
+		Tty:          s.tty,
 	})
 	if err != nil {
 		return nil, t.engineError(ctx, op, err)
 	}
 	e.id = created.ID
-	e.hr, err = t.Client.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	e.hr, err = t.Client.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{Tty: s.tty})
 	if err != nil {
 		return nil, t.engineError(ctx, op, err)
+	}
+	if s.tty {
+		e.followResize(ctx)
 	}
 	e.out = &holdback{w: s.stdout}
 	if s.stdin != nil {
@@ -143,7 +153,13 @@ func start(ctx context.Context, t Target, s runSpec, op string) (*execution, err
 		go func() { defer close(e.fed); e.feed() }()
 	}
 	go func() {
-		_, err := stdcopy.StdCopy(e.out, s.stderr, e.hr.Reader)
+		var err error
+		if s.tty {
+			// A terminal has one stream, not multiplexed.
+			_, err = io.Copy(e.out, e.hr.Reader)
+		} else {
+			_, err = stdcopy.StdCopy(e.out, s.stderr, e.hr.Reader)
+		}
 		e.copyDone <- err
 		if err != nil {
 			// A sink stopped (a limit, a failed or abandoned writer): the rest of the output
@@ -154,6 +170,45 @@ func start(ctx context.Context, t Target, s runSpec, op string) (*execution, err
 		}
 	}()
 	return e, nil
+}
+
+// followResize sets the terminal's first size, then passes each size sent on the resize hook
+// on until the exec ends. The engine accepts a resize only once the process runs, so the
+// first one is retried briefly.
+func (e *execution) followResize(ctx context.Context) {
+	resize := func(sz WindowSize) error {
+		if sz.Rows == 0 || sz.Cols == 0 {
+			return nil
+		}
+		return e.t.Client.ContainerExecResize(ctx, e.id, container.ResizeOptions{Height: sz.Rows, Width: sz.Cols})
+	}
+	go func() {
+		for i := 0; i < 20 && resize(e.s.size) != nil; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-e.ended:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		if e.s.resize == nil {
+			return
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-e.ended:
+				return
+			case sz, ok := <-e.s.resize:
+				if !ok {
+					return
+				}
+				_ = resize(sz)
+			}
+		}
+	}()
 }
 
 // feed copies stdin to the exec, then half-closes the connection so the command sees EOF.
@@ -187,6 +242,7 @@ func (e *execution) feed() {
 func (e *execution) wait(ctx context.Context, op string) (outcome, error) {
 	var o outcome
 	defer func() {
+		close(e.ended)
 		e.hr.Close()
 		if e.fed != nil {
 			// The connection is closed, so the feeder's next write fails; a read of the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import datetime
 import json
 import os
 import shutil
@@ -326,6 +327,33 @@ def parse_exec_event(line: bytes) -> ExecEvent:
         raise make_error(e.get("kind", "internal"), e.get("message", "exec stream failed"),
                          detail=e.get("detail") if isinstance(e.get("detail"), dict) else None)
     raise ComposeboxError(f"exec stream: unknown event type {typ!r}")
+
+
+def logs_params(follow: bool, tail: Optional[int], since: Any, timestamps: bool) -> Dict[str, Any]:
+    """Query of a logs request. ``since`` is a datetime (naive means local time) or an RFC 3339
+    string; ``tail`` the number of last lines (None: all)."""
+    params: Dict[str, Any] = {}
+    if follow:
+        params["follow"] = "true"
+    if timestamps:
+        params["timestamps"] = "true"
+    if tail is not None:
+        if tail < 0:
+            raise ValueError(f"logs: tail must be 0 or more, got {tail}")
+        params["tail"] = int(tail)
+    if since is not None:
+        if isinstance(since, datetime.datetime):
+            since = since.astimezone(datetime.timezone.utc).isoformat()
+        params["since"] = str(since)
+    return params
+
+
+def parse_log_event(line: bytes) -> Optional[ExecEvent]:
+    """One NDJSON line of a logs stream: a chunk, or None at its end; an error event raises."""
+    d = json.loads(line)
+    if d.get("type") == "end":
+        return None
+    return parse_exec_event(line)
 
 
 # The server's largest file read: its default and maximum limit.

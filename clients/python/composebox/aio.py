@@ -472,6 +472,16 @@ class AsyncClient:
                             what=f"write dir {path} in {svc}", params={"path": path},
                             content=content, headers={"Content-Type": "application/x-tar"})
 
+    async def logs(self, sample: SampleRef, *, service: Optional[str] = None, follow: bool = False,
+                   tail: Optional[int] = None, since: Any = None,
+                   timestamps: bool = False) -> AsyncIterator[ExecEvent]:
+        """As :meth:`composebox.Client.logs`: ``async for`` the chunks it returns."""
+        svc = await self._service(sample, service)
+        what = f"logs of {svc}"
+        r = await self._send_stream("GET", c.sandbox_path(self._project(sample), svc, "logs"),
+                                    what=what, params=c.logs_params(follow, tail, since, timestamps))
+        return _aiter_logs(r, what)
+
     async def connection(self, sample: SampleRef, *, service: Optional[str] = None) -> Connection:
         svc = await self._service(sample, service)
         r = await self._request("GET", c.sandbox_path(self._project(sample), svc, "connection"),
@@ -488,6 +498,21 @@ async def _aiter_body(r: httpx.Response, chunk_size: int, what: str,
             yield chunk
     except httpx.TransportError as e:
         raise c.cut_short(what, e) from e
+    finally:
+        await r.aclose()
+
+
+async def _aiter_logs(r: httpx.Response, what: str) -> AsyncIterator[ExecEvent]:
+    try:
+        async for line in r.aiter_lines():
+            if not line.strip():
+                continue
+            ev = c.parse_log_event(line.encode("utf-8") if isinstance(line, str) else line)
+            if ev is None:
+                return
+            yield ev
+    except httpx.TransportError as e:
+        raise SandboxUnavailable(f"{what}: connection to the server lost: {e}") from e
     finally:
         await r.aclose()
 

@@ -471,6 +471,19 @@ class Client:
                       what=f"write dir {path} in {svc}", params={"path": path}, content=content,
                       headers={"Content-Type": "application/x-tar"})
 
+    def logs(self, sample: SampleRef, *, service: Optional[str] = None, follow: bool = False,
+             tail: Optional[int] = None, since: Any = None,
+             timestamps: bool = False) -> Iterator[ExecEvent]:
+        """The service's container output (what its main process wrote, running or not), as
+        :class:`ExecEvent` chunks of type ``stdout`` and ``stderr``. ``tail``: only the last N
+        lines; ``since``: a datetime or RFC 3339 string; ``follow``: keep streaming new output
+        until the container stops or the iterator is closed."""
+        svc = self._service(sample, service)
+        what = f"logs of {svc}"
+        r = self._send_stream("GET", c.sandbox_path(self._project(sample), svc, "logs"), what=what,
+                              params=c.logs_params(follow, tail, since, timestamps))
+        return _iter_logs(r, what)
+
     def connection(self, sample: SampleRef, *, service: Optional[str] = None) -> Connection:
         svc = self._service(sample, service)
         r = self._request("GET", c.sandbox_path(self._project(sample), svc, "connection"),
@@ -487,6 +500,21 @@ def _iter_body(r: httpx.Response, chunk_size: int, what: str,
             yield chunk
     except httpx.TransportError as e:
         raise c.cut_short(what, e) from e
+    finally:
+        r.close()
+
+
+def _iter_logs(r: httpx.Response, what: str) -> Iterator[ExecEvent]:
+    try:
+        for line in r.iter_lines():
+            if not line.strip():
+                continue
+            ev = c.parse_log_event(line.encode("utf-8") if isinstance(line, str) else line)
+            if ev is None:
+                return
+            yield ev
+    except httpx.TransportError as e:
+        raise SandboxUnavailable(f"{what}: connection to the server lost: {e}") from e
     finally:
         r.close()
 

@@ -1,0 +1,66 @@
+package sandboxio
+
+import (
+	"context"
+	"io"
+
+	"github.com/composebox/composebox/internal/errdefs"
+)
+
+// Directories travel as tar streams made and unpacked by tar inside the container, as the
+// target's user, so that user's permissions apply as they do to files. Symlinks travel as
+// symlinks; nothing is followed.
+const (
+	readDirScript = `d=$1
+[ -e "$d" ] || exit 40
+[ -d "$d" ] || exit 43
+{ [ -r "$d" ] && [ -x "$d" ]; } || exit 42
+exec tar -c -f - -C "$d" .
+`
+	writeDirScript = `d=$1
+if [ -e "$d" ] && [ ! -d "$d" ]; then exit 43; fi
+mkdir -p -- "$d" 2>/dev/null || exit 42
+{ [ -w "$d" ] && [ -x "$d" ]; } || exit 42
+exec tar -x -f - -C "$d"
+`
+)
+
+// ReadDirTo streams the directory at p (relative to the working directory) into w as a tar
+// archive of its contents, made by tar in the container as the target's user. A w that blocks
+// does not hold the call past ctx.
+//
+// Errors carry the path: ErrNotFound (also when p is not a directory), ErrPermission,
+// ErrUnavailable; ErrPrerequisite when the container has no /bin/sh.
+func ReadDirTo(ctx context.Context, t Target, p string, w io.Writer) error {
+	abs := t.Resolve(p)
+	if abs == "" {
+		return t.fileError(errdefs.ErrNotFound, "read directory", p, "empty path")
+	}
+	abort := make(chan struct{})
+	gw := &guardedWriter{w: w, abort: abort}
+	stderr := newTailBuffer(4096, false)
+	o, err := runFileScript(ctx, t, "read directory "+abs, readDirScript, abs, nil, gw, stderr, abort)
+	if err != nil {
+		return err
+	}
+	return fileOutcome(ctx, t, "read directory", abs, o, stderr)
+}
+
+// WriteDirFrom unpacks the tar archive read from r into the directory at p, creating it (and
+// its parents) when missing and merging into it when present, with tar in the container as the
+// target's user. An r that blocks does not hold the call past ctx.
+//
+// Errors carry the path: ErrNotFound (p exists and is not a directory), ErrPermission,
+// ErrUnavailable.
+func WriteDirFrom(ctx context.Context, t Target, p string, r io.Reader) error {
+	abs := t.Resolve(p)
+	if abs == "" {
+		return t.fileError(errdefs.ErrNotFound, "write directory", p, "empty path")
+	}
+	stderr := newTailBuffer(4096, false)
+	o, err := runFileScript(ctx, t, "write directory "+abs, writeDirScript, abs, r, io.Discard, stderr, nil)
+	if err != nil {
+		return err
+	}
+	return fileOutcome(ctx, t, "write directory", abs, o, stderr)
+}
