@@ -26,6 +26,7 @@ import (
 func TestSampleExecAndFiles(t *testing.T) {
 	ts := startServer(t, Options{})
 	lease := ts.lease(t)
+	hdr := map[string]string{leaseHeader: lease}
 
 	events := ts.subscribe(t)
 
@@ -46,20 +47,20 @@ func TestSampleExecAndFiles(t *testing.T) {
 	r := ts.do(t, "POST", sb+"/exec", jsonBody(t, ExecRequest{
 		Cmd:   []string{"sh", "-c", `cat; printf '\377' >&2; echo "$V" "$(pwd)"`},
 		Input: []byte("in\x00put"), Env: map[string]string{"V": "x"}, Cwd: "/tmp",
-	}), nil)
+	}), hdr)
 	var res ExecResult
 	r.json(t, &res)
 	if r.status != http.StatusOK || res.ExitCode != 0 || string(res.Stdout) != "in\x00putx /tmp\n" || !bytes.Equal(res.Stderr, []byte{0xff}) {
 		t.Fatalf("exec: %d %+v (stdout %q)", r.status, res, res.Stdout)
 	}
 	// A non-zero exit is a result.
-	r = ts.do(t, "POST", sb+"/exec", jsonBody(t, ExecRequest{Cmd: []string{"sh", "-c", "exit 7"}}), nil)
+	r = ts.do(t, "POST", sb+"/exec", jsonBody(t, ExecRequest{Cmd: []string{"sh", "-c", "exit 7"}}), hdr)
 	r.json(t, &res)
 	if r.status != http.StatusOK || res.ExitCode != 7 {
 		t.Fatalf("exit 7: %d %s", r.status, r.body)
 	}
 	// A timeout is 504 with the partial output.
-	r = ts.do(t, "POST", sb+"/exec", jsonBody(t, ExecRequest{Cmd: []string{"sh", "-c", "echo early; sleep 30"}, TimeoutSeconds: 0.5}), nil)
+	r = ts.do(t, "POST", sb+"/exec", jsonBody(t, ExecRequest{Cmd: []string{"sh", "-c", "echo early; sleep 30"}, TimeoutSeconds: 0.5}), hdr)
 	e := r.wantError(t, http.StatusGatewayTimeout, "timeout")
 	var partial struct {
 		Result ExecResult `json:"result"`
@@ -69,12 +70,12 @@ func TestSampleExecAndFiles(t *testing.T) {
 		t.Fatalf("timeout detail = %s (%v)", b, err)
 	}
 	// An unknown service is not_found.
-	ts.do(t, "POST", "/v1/samples/"+sm.Project+"/sandboxes/nope/exec", jsonBody(t, ExecRequest{Cmd: []string{"true"}}), nil).
+	ts.do(t, "POST", "/v1/samples/"+sm.Project+"/sandboxes/nope/exec", jsonBody(t, ExecRequest{Cmd: []string{"true"}}), hdr).
 		wantError(t, http.StatusNotFound, "not_found")
 
 	// Streamed exec: the body after the first line is stdin; events end with exit.
 	stream := ts.do(t, "POST", sb+"/exec/stream",
-		strings.NewReader(`{"cmd":["sh","-c","cat; echo err >&2; exit 3"]}`+"\n"+"streamed\xfe"), nil)
+		strings.NewReader(`{"cmd":["sh","-c","cat; echo err >&2; exit 3"]}`+"\n"+"streamed\xfe"), hdr)
 	if stream.status != http.StatusOK || stream.header.Get("Content-Type") != "application/x-ndjson" {
 		t.Fatalf("stream: %d %s", stream.status, stream.body)
 	}
@@ -100,6 +101,7 @@ func TestSampleExecAndFiles(t *testing.T) {
 	// Stdin streams: the command answers a first line before the second is even sent.
 	pr, pw := io.Pipe()
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", ts.base+sb+"/exec/stream", pr)
+	req.Header.Set(leaseHeader, lease)
 	go func() {
 		_, _ = pw.Write([]byte(`{"cmd":["sh","-c","read x; echo got-$x; read y; echo got-$y"]}` + "\na\n"))
 	}()
@@ -135,23 +137,23 @@ func TestSampleExecAndFiles(t *testing.T) {
 
 	// Files: non-UTF-8 bytes round trip, parents created.
 	data := []byte{0, 0xff, 0xfe, '\n', 'x'}
-	r = ts.do(t, "PUT", sb+"/files?path=sub/dir/f.bin", bytes.NewReader(data), nil)
+	r = ts.do(t, "PUT", sb+"/files?path=sub/dir/f.bin", bytes.NewReader(data), hdr)
 	if r.status != http.StatusNoContent {
 		t.Fatalf("write file: %d %s", r.status, r.body)
 	}
-	r = ts.do(t, "GET", sb+"/files?path=sub/dir/f.bin", nil, nil)
+	r = ts.do(t, "GET", sb+"/files?path=sub/dir/f.bin", nil, hdr)
 	if r.status != http.StatusOK || !bytes.Equal(r.body, data) {
 		t.Fatalf("read file: %d %q", r.status, r.body)
 	}
-	ts.do(t, "GET", sb+"/files?path=/no/such/file", nil, nil).wantError(t, http.StatusNotFound, "not_found")
-	ts.do(t, "GET", sb+"/files?path=/tmp", nil, nil).wantError(t, http.StatusConflict, "is_a_directory")
-	ts.do(t, "GET", sb+"/files?path=sub/dir/f.bin&limit=2", nil, nil).wantError(t, http.StatusRequestEntityTooLarge, "output_limit")
-	ts.do(t, "GET", sb+"/files", nil, nil).wantError(t, http.StatusBadRequest, "invalid_config")
+	ts.do(t, "GET", sb+"/files?path=/no/such/file", nil, hdr).wantError(t, http.StatusNotFound, "not_found")
+	ts.do(t, "GET", sb+"/files?path=/tmp", nil, hdr).wantError(t, http.StatusConflict, "is_a_directory")
+	ts.do(t, "GET", sb+"/files?path=sub/dir/f.bin&limit=2", nil, hdr).wantError(t, http.StatusRequestEntityTooLarge, "output_limit")
+	ts.do(t, "GET", sb+"/files", nil, hdr).wantError(t, http.StatusBadRequest, "invalid_config")
 	// An empty file is an empty 200.
-	if r := ts.do(t, "PUT", sb+"/files?path=empty", bytes.NewReader(nil), nil); r.status != http.StatusNoContent {
+	if r := ts.do(t, "PUT", sb+"/files?path=empty", bytes.NewReader(nil), hdr); r.status != http.StatusNoContent {
 		t.Fatalf("write empty file: %d %s", r.status, r.body)
 	}
-	if r := ts.do(t, "GET", sb+"/files?path=empty", nil, nil); r.status != http.StatusOK || len(r.body) != 0 {
+	if r := ts.do(t, "GET", sb+"/files?path=empty", nil, hdr); r.status != http.StatusOK || len(r.body) != 0 {
 		t.Fatalf("read empty file: %d %q", r.status, r.body)
 	}
 
@@ -166,11 +168,11 @@ func TestSampleExecAndFiles(t *testing.T) {
 		_, _ = tw.Write(content)
 	}
 	_ = tw.Close()
-	r = ts.do(t, "PUT", sb+"/dirs?path=/tmp/up", bytes.NewReader(tb.Bytes()), nil)
+	r = ts.do(t, "PUT", sb+"/dirs?path=/tmp/up", bytes.NewReader(tb.Bytes()), hdr)
 	if r.status != http.StatusNoContent {
 		t.Fatalf("write dir: %d %s", r.status, r.body)
 	}
-	r = ts.do(t, "GET", sb+"/dirs?path=/tmp/up", nil, nil)
+	r = ts.do(t, "GET", sb+"/dirs?path=/tmp/up", nil, hdr)
 	if r.status != http.StatusOK {
 		t.Fatalf("read dir: %d %s", r.status, r.body)
 	}
@@ -194,10 +196,10 @@ func TestSampleExecAndFiles(t *testing.T) {
 			t.Errorf("dir round trip: %s = %q, want %q", name, got[name], content)
 		}
 	}
-	ts.do(t, "GET", sb+"/dirs?path=/no/such/dir", nil, nil).wantError(t, http.StatusNotFound, "not_found")
+	ts.do(t, "GET", sb+"/dirs?path=/no/such/dir", nil, hdr).wantError(t, http.StatusNotFound, "not_found")
 
 	// Connection, sandboxes, listing.
-	r = ts.do(t, "GET", sb+"/connection", nil, nil)
+	r = ts.do(t, "GET", sb+"/connection", nil, hdr)
 	var conn struct {
 		ContainerName string `json:"container_name"`
 		Command       string `json:"command"`
@@ -207,23 +209,23 @@ func TestSampleExecAndFiles(t *testing.T) {
 		t.Fatalf("connection: %d %s", r.status, r.body)
 	}
 	var list struct{ Samples []Sample }
-	ts.do(t, "GET", "/v1/samples?task="+task.ID, nil, nil).json(t, &list)
+	ts.do(t, "GET", "/v1/samples?task="+task.ID, nil, hdr).json(t, &list)
 	if len(list.Samples) != 1 || list.Samples[0].Project != sm.Project {
 		t.Fatalf("samples = %+v", list)
 	}
 
 	// Removing the sample removes its containers.
-	if r := ts.do(t, "DELETE", "/v1/samples/"+sm.Project, nil, nil); r.status != http.StatusNoContent {
+	if r := ts.do(t, "DELETE", "/v1/samples/"+sm.Project, nil, hdr); r.status != http.StatusNoContent {
 		t.Fatalf("delete sample: %d %s", r.status, r.body)
 	}
 	if n := projectContainers(t, sm.Project); n != 0 {
 		t.Fatalf("%d containers left after DELETE", n)
 	}
-	ts.do(t, "GET", "/v1/samples/"+sm.Project, nil, nil).wantError(t, http.StatusNotFound, "not_found")
-	if r := ts.do(t, "DELETE", "/v1/tasks/"+task.ID, nil, nil); r.status != http.StatusNoContent {
+	ts.do(t, "GET", "/v1/samples/"+sm.Project, nil, hdr).wantError(t, http.StatusNotFound, "not_found")
+	if r := ts.do(t, "DELETE", "/v1/tasks/"+task.ID, nil, hdr); r.status != http.StatusNoContent {
 		t.Fatalf("delete task: %d %s", r.status, r.body)
 	}
-	ts.do(t, "GET", "/v1/tasks/"+task.ID, nil, nil).wantError(t, http.StatusNotFound, "not_found")
+	ts.do(t, "GET", "/v1/tasks/"+task.ID, nil, hdr).wantError(t, http.StatusNotFound, "not_found")
 }
 
 // TestLeaseExpiryRemovesSamples lets a lease miss its heartbeats and checks that its sample's
@@ -255,17 +257,20 @@ func TestLeaseExpiryRemovesSamples(t *testing.T) {
 		}
 	}()
 	task := ts.task(t, kept, TaskRequest{Name: uniqueName("lease"), ComposeYAML: keepAlive})
-	doomed := ts.sample(t, short.ID, task.ID, SampleRequest{})
+	shortTask := ts.task(t, short.ID, TaskRequest{Name: uniqueName("lease"), ComposeYAML: keepAlive})
+	doomed := ts.sample(t, short.ID, shortTask.ID, SampleRequest{})
 	survivor := ts.sample(t, kept, task.ID, SampleRequest{})
+	keptHdr, shortHdr := map[string]string{leaseHeader: kept}, map[string]string{leaseHeader: short.ID}
 	close(stop)
 	<-beating
 
 	eventually(t, 30*time.Second, "expired lease's sample removed", func() bool {
-		return ts.do(t, "GET", "/v1/samples/"+doomed.Project, nil, nil).status == http.StatusNotFound &&
+		return ts.do(t, "GET", "/v1/samples/"+doomed.Project, nil, shortHdr).status == http.StatusNotFound &&
 			projectContainers(t, doomed.Project) == 0
 	})
 	ts.do(t, "POST", "/v1/leases/"+short.ID+"/heartbeat", nil, nil).wantError(t, http.StatusNotFound, "not_found")
-	r = ts.do(t, "POST", "/v1/samples/"+survivor.Project+"/sandboxes/default/exec", jsonBody(t, ExecRequest{Cmd: []string{"true"}}), nil)
+	ts.do(t, "GET", "/v1/tasks/"+shortTask.ID, nil, shortHdr).wantError(t, http.StatusNotFound, "not_found")
+	r = ts.do(t, "POST", "/v1/samples/"+survivor.Project+"/sandboxes/default/exec", jsonBody(t, ExecRequest{Cmd: []string{"true"}}), keptHdr)
 	if r.status != http.StatusOK {
 		t.Fatalf("the live lease's sample: %d %s", r.status, r.body)
 	}
@@ -276,7 +281,7 @@ func TestLeaseExpiryRemovesSamples(t *testing.T) {
 	if n := projectContainers(t, survivor.Project); n != 0 {
 		t.Fatalf("%d containers left after closing the lease", n)
 	}
-	ts.do(t, "GET", "/v1/tasks/"+task.ID, nil, nil).wantError(t, http.StatusNotFound, "not_found")
+	ts.do(t, "GET", "/v1/tasks/"+task.ID, nil, keptHdr).wantError(t, http.StatusNotFound, "not_found")
 }
 
 // TestErrorStatuses checks the error body and status of failures at each layer: the request,
@@ -302,7 +307,7 @@ services:
 		wantError(t, http.StatusBadRequest, "invalid_config")
 	big := bytes.Repeat([]byte("x"), DefaultMaxJSONBody+10)
 	ts.do(t, "POST", "/v1/tasks", jsonBody(t, TaskRequest{ComposeYAML: string(big)}), hdr).wantError(t, http.StatusBadRequest, "invalid_config")
-	ts.do(t, "GET", "/v1/samples/cbx-nope-123/sandboxes", nil, nil).wantError(t, http.StatusNotFound, "not_found")
+	ts.do(t, "GET", "/v1/samples/cbx-nope-123/sandboxes", nil, hdr).wantError(t, http.StatusNotFound, "not_found")
 	ts.do(t, "GET", "/v1/nowhere", nil, nil).wantError(t, http.StatusNotFound, "not_found")
 
 	// The lease's one slot is held by a running streamed exec: another request of the lease
@@ -313,6 +318,7 @@ services:
 	ctx, cancel := context.WithCancel(t.Context())
 	req, _ := http.NewRequestWithContext(ctx, "POST", ts.base+sb+"/exec/stream",
 		strings.NewReader(`{"cmd":["sh","-c","echo started; exec sleep 300"]}`+"\n"))
+	req.Header.Set(leaseHeader, lease)
 	resp, err := ts.client.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -321,7 +327,7 @@ services:
 	if err != nil || !bytes.Contains(line, []byte(`"stdout"`)) {
 		t.Fatalf("first stream event %q: %v", line, err)
 	}
-	ts.do(t, "POST", sb+"/exec", jsonBody(t, ExecRequest{Cmd: []string{"true"}}), nil).wantError(t, http.StatusTooManyRequests, KindBusy)
+	ts.do(t, "POST", sb+"/exec", jsonBody(t, ExecRequest{Cmd: []string{"true"}}), hdr).wantError(t, http.StatusTooManyRequests, KindBusy)
 	c := testutil.Docker(t)
 	sleeps := func() int {
 		top, err := c.ContainerTop(t.Context(), sm.Sandboxes[0].Container, nil)
@@ -343,13 +349,13 @@ services:
 	_ = resp.Body.Close()
 	eventually(t, 30*time.Second, "the cut stream's command killed", func() bool { return sleeps() == 0 })
 	eventually(t, 30*time.Second, "the lease's slot given back", func() bool {
-		return ts.do(t, "POST", sb+"/exec", jsonBody(t, ExecRequest{Cmd: []string{"true"}}), nil).status == http.StatusOK
+		return ts.do(t, "POST", sb+"/exec", jsonBody(t, ExecRequest{Cmd: []string{"true"}}), hdr).status == http.StatusOK
 	})
 	// A stopped container is unavailable.
 	if err := c.ContainerStop(t.Context(), sm.Sandboxes[0].Container, container.StopOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ts.do(t, "POST", sb+"/exec", jsonBody(t, ExecRequest{Cmd: []string{"true"}}), nil).wantError(t, http.StatusServiceUnavailable, "unavailable")
+	ts.do(t, "POST", sb+"/exec", jsonBody(t, ExecRequest{Cmd: []string{"true"}}), hdr).wantError(t, http.StatusServiceUnavailable, "unavailable")
 }
 
 // projectContainers counts the containers of a compose project, whatever their state.

@@ -40,8 +40,23 @@ func (s *Server) createLease(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// ownLease is the lease a request on /v1/leases/{lease} acts on. The lease id in the path is
+// the caller's credential; a caller that names a lease of its own in the header may act on that
+// one only.
+func ownLease(r *http.Request, op string) (string, error) {
+	id := r.PathValue("lease")
+	if h := r.Header.Get(leaseHeader); h != "" && h != id {
+		return "", notFound(fmt.Sprintf("%s %s: no such lease (expired or closed)", op, id))
+	}
+	return id, nil
+}
+
 func (s *Server) heartbeatLease(w http.ResponseWriter, r *http.Request) error {
-	l, err := s.heartbeat(r.PathValue("lease"))
+	id, err := ownLease(r, "heartbeat lease")
+	if err != nil {
+		return err
+	}
+	l, err := s.heartbeat(id)
 	if err != nil {
 		return err
 	}
@@ -50,7 +65,10 @@ func (s *Server) heartbeatLease(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) deleteLease(w http.ResponseWriter, r *http.Request) error {
-	id := r.PathValue("lease")
+	id, err := ownLease(r, "close lease")
+	if err != nil {
+		return err
+	}
 	if !s.expire(id, true) {
 		return notFound(fmt.Sprintf("close lease %s: no such lease (expired or closed)", id))
 	}

@@ -90,7 +90,10 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, max int64, option
 	return nil
 }
 
-// leaseHeader is the header naming the lease that owns what a request creates.
+// leaseHeader is the header naming the caller's lease. What a lease creates (tasks, samples)
+// belongs to it: every request on a task or a sample names the lease that created it, and a
+// request naming another lease is told the task or sample does not exist, so that one client
+// of a shared server can neither act on nor learn of another's.
 const leaseHeader = "X-Composebox-Lease"
 
 func leaseOf(r *http.Request) (string, error) {

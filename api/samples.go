@@ -58,11 +58,11 @@ func sampleJSON(e *sampleEntry) Sample {
 }
 
 func (s *Server) createSample(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.task(r.PathValue("task"))
+	leaseID, err := leaseOf(r)
 	if err != nil {
 		return err
 	}
-	leaseID, err := leaseOf(r)
+	t, err := s.task(r.PathValue("task"), leaseID)
 	if err != nil {
 		return err
 	}
@@ -100,14 +100,19 @@ func (s *Server) createSample(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// sample finds a sample by project and counts the request against its lease.
+// sample finds a sample of the request's lease by project and counts the request against that
+// lease. Another lease's sample is not found.
 func (s *Server) sample(r *http.Request) (*sampleEntry, func(), error) {
+	leaseID, err := leaseOf(r)
+	if err != nil {
+		return nil, nil, err
+	}
 	project := r.PathValue("project")
 	s.mu.Lock()
 	e, ok := s.samples[project]
 	s.mu.Unlock()
-	if !ok {
-		return nil, nil, notFound(fmt.Sprintf("sample %s: no such sample on this server", project))
+	if !ok || e.lease != leaseID {
+		return nil, nil, notFound(fmt.Sprintf("sample %s: no such sample of lease %s on this server", project, leaseID))
 	}
 	release, err := s.acquire(e.lease, s.isDetached(e))
 	if err != nil {
@@ -137,11 +142,15 @@ func (s *Server) sandbox(r *http.Request) (*orchestrator.Sandbox, func(), error)
 }
 
 func (s *Server) listSamples(w http.ResponseWriter, r *http.Request) error {
+	leaseID, err := leaseOf(r)
+	if err != nil {
+		return err
+	}
 	task := r.URL.Query().Get("task")
 	s.mu.Lock()
 	out := []Sample{}
 	for _, e := range s.samples {
-		if task == "" || e.task == task {
+		if e.lease == leaseID && (task == "" || e.task == task) {
 			out = append(out, sampleJSON(e))
 		}
 	}
@@ -165,15 +174,20 @@ func (s *Server) getSample(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) deleteSample(w http.ResponseWriter, r *http.Request) error {
+	leaseID, err := leaseOf(r)
+	if err != nil {
+		return err
+	}
 	project := r.PathValue("project")
 	s.mu.Lock()
 	e, ok := s.samples[project]
+	ok = ok && e.lease == leaseID
 	if ok {
 		delete(s.samples, project)
 	}
 	s.mu.Unlock()
 	if !ok {
-		return notFound(fmt.Sprintf("remove sample %s: no such sample on this server", project))
+		return notFound(fmt.Sprintf("remove sample %s: no such sample of lease %s on this server", project, leaseID))
 	}
 	if err := e.sample.Cleanup(r.Context()); err != nil {
 		return err

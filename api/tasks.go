@@ -185,21 +185,28 @@ func (s *Server) isClosed() bool {
 	return s.closed
 }
 
-func (s *Server) task(id string) (*taskEntry, error) {
+// task finds a task of lease by id. Another lease's task is not found.
+func (s *Server) task(id, lease string) (*taskEntry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.tasks[id]
-	if !ok {
-		return nil, notFound(fmt.Sprintf("task %s: no such task on this server", id))
+	if !ok || t.lease != lease {
+		return nil, notFound(fmt.Sprintf("task %s: no such task of lease %s on this server", id, lease))
 	}
 	return t, nil
 }
 
-func (s *Server) listTasks(w http.ResponseWriter, _ *http.Request) error {
+func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) error {
+	leaseID, err := leaseOf(r)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	out := make([]Task, 0, len(s.tasks))
 	for _, t := range s.tasks {
-		out = append(out, s.taskJSON(t))
+		if t.lease == leaseID {
+			out = append(out, s.taskJSON(t))
+		}
 	}
 	s.mu.Unlock()
 	slices.SortFunc(out, func(a, b Task) int { return cmp.Compare(a.ID, b.ID) })
@@ -208,7 +215,11 @@ func (s *Server) listTasks(w http.ResponseWriter, _ *http.Request) error {
 }
 
 func (s *Server) getTask(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.task(r.PathValue("task"))
+	leaseID, err := leaseOf(r)
+	if err != nil {
+		return err
+	}
+	t, err := s.task(r.PathValue("task"), leaseID)
 	if err != nil {
 		return err
 	}
@@ -217,16 +228,21 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) deleteTask(w http.ResponseWriter, r *http.Request) error {
+	leaseID, err := leaseOf(r)
+	if err != nil {
+		return err
+	}
 	id := r.PathValue("task")
 	s.mu.Lock()
 	t, ok := s.tasks[id]
+	ok = ok && t.lease == leaseID
 	if ok {
 		delete(s.tasks, id)
 		s.forgetSamplesOf(id)
 	}
 	s.mu.Unlock()
 	if !ok {
-		return notFound(fmt.Sprintf("clean up task %s: no such task on this server", id))
+		return notFound(fmt.Sprintf("clean up task %s: no such task of lease %s on this server", id, leaseID))
 	}
 	if err := t.task.Cleanup(r.Context()); err != nil {
 		return err

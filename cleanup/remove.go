@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/internal/hostfw"
 )
 
 // RemoveOptions tunes RemoveProject. The zero value is the sandbox default.
@@ -110,6 +111,7 @@ func RemoveProject(ctx context.Context, c client.APIClient, project string, opts
 	if err != nil {
 		fail(fmt.Errorf("remove project %s: list networks: %w", project, err))
 	}
+	var gone []string
 	for _, n := range nets {
 		g.Go(func() error {
 			if err := c.NetworkRemove(ctx, n.ID); err != nil && !client.IsErrNotFound(err) {
@@ -118,11 +120,18 @@ func RemoveProject(ctx context.Context, c client.APIClient, project string, opts
 			}
 			mu.Lock()
 			out.Networks++
+			gone = append(gone, n.ID)
 			mu.Unlock()
 			return nil
 		})
 	}
 	_ = g.Wait()
+	// The host firewall's rules live exactly as long as their networks.
+	if len(gone) > 0 {
+		if err := hostfw.New().Release(gone...); err != nil {
+			fail(fmt.Errorf("remove project %s: %w", project, err))
+		}
+	}
 
 	vols, err := c.VolumeList(ctx, volume.ListOptions{Filters: f})
 	if err != nil {

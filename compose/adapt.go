@@ -42,9 +42,30 @@ type Adaptation struct {
 
 func (a Adaptation) String() string { return a.Message }
 
-// ephemeralHostIP is where a fixed host port that named no address is published instead: the
-// port is for the harness on this host, not for the network.
+// ephemeralHostIP is where a port that names no address is published: the port is for the
+// harness on this host, not for the network.
 const ephemeralHostIP = "127.0.0.1"
+
+// loopbackPorts publishes every port that names no host address on ephemeralHostIP, where the
+// engine would otherwise bind 0.0.0.0 and ::, which other hosts and every container that can
+// reach the host (other samples included) could dial. The policy's public-ports opt-in is what
+// lets a file name another address.
+func loopbackPorts(ports []types.ServicePortConfig) []types.ServicePortConfig {
+	var out []types.ServicePortConfig
+	for i, port := range ports {
+		if port.HostIP != "" {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(ports)
+		}
+		out[i].HostIP = ephemeralHostIP
+	}
+	if out == nil {
+		return ports
+	}
+	return out
+}
 
 // adapt makes p, a sample's copy, safe to run beside other samples of the same project, and
 // reports each change. It runs after the resources are renamed for the sample (renameResources),
@@ -113,6 +134,7 @@ func adapt(p *types.Project, report func(Adaptation)) {
 				Message: fmt.Sprintf("service %q: host port %s of container port %d/%s published on an ephemeral port of %s instead",
 					name, from, port.Target, proto, ip)})
 		}
+		s.Ports = loopbackPorts(s.Ports)
 		p.Services[name] = s
 	}
 }

@@ -17,7 +17,6 @@ const normalizeYAML = `services:
   default:
     image: busybox
     labels:
-      ` + labels.LabelTask + `: spoofed
       mine: kept
     depends_on:
       web:
@@ -46,7 +45,13 @@ func loadNormalizeProject(t *testing.T) *types.Project {
 	t.Helper()
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"web/Dockerfile": "FROM scratch\n", "compose.yaml": normalizeYAML})
-	return mustLoad(t, dir, LoadOptions{Policy: &Policy{AllowOtherContainers: true}}) // the external volume
+	p := mustLoad(t, dir, LoadOptions{Policy: &Policy{AllowOtherContainers: true}}) // the external volume
+	// The policy refuses a file that sets composebox's labels; Normalize must still overwrite one
+	// that reached the project another way.
+	def := p.Services["default"]
+	def.Labels[labels.LabelTask] = "spoofed"
+	p.Services["default"] = def
+	return p
 }
 
 func TestNormalize(t *testing.T) {
@@ -200,7 +205,7 @@ volumes:
     external: true
     name: outside
 `})
-	in := mustLoad(t, dir, LoadOptions{Policy: &Policy{AllowOtherContainers: true}})
+	in := mustLoad(t, dir, LoadOptions{Policy: &Policy{AllowOtherContainers: true, AllowPublicPorts: true}})
 	var got []Adaptation
 	p, err := Normalize(in, NormalizeOptions{Name: "cbx-x-1", OnAdapt: func(a Adaptation) { got = append(got, a) }})
 	if err != nil {
@@ -231,7 +236,7 @@ volumes:
 		{HostIP: "127.0.0.1", Target: 80, Protocol: "udp", Mode: "ingress"},
 		{HostIP: "10.0.0.5", Target: 9000, Protocol: "tcp", Mode: "ingress"},
 		{HostIP: "127.0.0.1", Target: 5900, Protocol: "tcp", Mode: "ingress"},
-		{Target: 3000, Protocol: "tcp", Mode: "ingress"},
+		{HostIP: "127.0.0.1", Target: 3000, Protocol: "tcp", Mode: "ingress"}, // no host port: still loopback
 	}
 	if ports := p.Services["default"].Ports; !slices.EqualFunc(ports, wantPorts, func(a, b types.ServicePortConfig) bool {
 		return a.HostIP == b.HostIP && a.Target == b.Target && a.Published == b.Published && a.Protocol == b.Protocol

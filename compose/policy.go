@@ -64,12 +64,26 @@ type Policy struct {
 	// AllowLogging (logging) permits logging drivers other than json-file, local and none:
 	// those send the output to an address or a daemon of the host.
 	AllowLogging bool `json:"allow_logging,omitempty" yaml:"allow_logging,omitempty"`
-	// AllowHostPriority (host-priority) permits oom_kill_disable, a negative oom_score_adj and
-	// realtime CPU scheduling, which put the container ahead of the host's own processes.
+	// AllowHostPriority (host-priority) permits oom_kill_disable, a negative oom_score_adj,
+	// realtime CPU scheduling and the rtprio and nice ulimits, which put the container ahead of
+	// the host's own processes.
 	AllowHostPriority bool `json:"allow_host_priority,omitempty" yaml:"allow_host_priority,omitempty"`
+	// AllowOtherTasksImages (other-tasks-images) permits running an image that composebox
+	// built for another task. Its tag is a hash of that task's build inputs, which anyone who
+	// has the files can compute, so without this a task could run what another task built from
+	// files it never saw.
+	AllowOtherTasksImages bool `json:"allow_other_tasks_images,omitempty" yaml:"allow_other_tasks_images,omitempty"`
 	// AllowAnyMount (any-mount) permits host paths from anywhere: bind sources, build contexts,
 	// env files, secret files, seccomp profiles. The docker socket stays denied.
 	AllowAnyMount bool `json:"allow_any_mount,omitempty" yaml:"allow_any_mount,omitempty"`
+	// AllowPublicPorts (public-ports) permits a published port on a host address the file names
+	// other than loopback (0.0.0.0, ::, an interface's address). Without it every published port
+	// binds 127.0.0.1, whatever the file says.
+	AllowPublicPorts bool `json:"allow_public_ports,omitempty" yaml:"allow_public_ports,omitempty"`
+	// AllowHostAccess (host-access) lets a sample's networks and builds reach the host's own
+	// addresses (the gateway, docker0, every interface). Without it the host firewall drops that
+	// traffic, and a host where the firewall cannot be set up refuses to start samples.
+	AllowHostAccess bool `json:"allow_host_access,omitempty" yaml:"allow_host_access,omitempty"`
 	// AllowCapabilities lists capabilities permitted in cap_add beyond Docker's default set
 	// (with or without CAP_, any case); "ALL" permits every capability.
 	AllowCapabilities []string `json:"allow_capabilities,omitempty" yaml:"allow_capabilities,omitempty"`
@@ -116,8 +130,11 @@ var allowKinds = []allowKind{
 	{"providers", "provider services and models, which run programs on the host", func(p *Policy) *bool { return &p.AllowProviders }},
 	{"cgroup-parent", "cgroup_parent", func(p *Policy) *bool { return &p.AllowCgroupParent }},
 	{"logging", "logging drivers other than json-file, local and none", func(p *Policy) *bool { return &p.AllowLogging }},
-	{"host-priority", "oom_kill_disable, a negative oom_score_adj and realtime scheduling", func(p *Policy) *bool { return &p.AllowHostPriority }},
+	{"host-priority", "oom_kill_disable, a negative oom_score_adj, realtime scheduling and the rtprio and nice ulimits", func(p *Policy) *bool { return &p.AllowHostPriority }},
+	{"other-tasks-images", "images composebox built for another task", func(p *Policy) *bool { return &p.AllowOtherTasksImages }},
 	{"any-mount", "host paths from anywhere (the docker socket excepted)", func(p *Policy) *bool { return &p.AllowAnyMount }},
+	{"public-ports", "published ports on a host address other than loopback", func(p *Policy) *bool { return &p.AllowPublicPorts }},
+	{"host-access", "traffic from samples and builds to the host's own addresses", func(p *Policy) *bool { return &p.AllowHostAccess }},
 }
 
 // AllowKinds lists the opt-in names `--allow KIND` accepts, in a stable order.

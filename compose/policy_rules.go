@@ -2,6 +2,8 @@ package compose
 
 import (
 	"fmt"
+	"maps"
+	"net/netip"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -89,11 +91,14 @@ var policyRules = map[string]func(c *checker, at site, v reflect.Value){
 	"object-environment":  ruleObjectEnvironment,
 	"entitlements":        ruleEntitlements,
 	"build-network":       ruleBuildNetwork,
+	"host-ip":             ruleHostIP,
 	"network-driver":      ruleNetworkDriver,
 	"ipam-driver":         ruleIPAMDriver,
 	"external-network":    ruleExternalNetwork,
 	"volume-driver":       ruleVolumeDriver,
 	"volume-driver-opts":  ruleVolumeDriverOpts,
+	"labels":              ruleLabels,
+	"ulimits":             ruleUlimits,
 }
 
 // NormalizeCap is a capability's name as Docker knows it: upper case, without CAP_.
@@ -137,7 +142,12 @@ func ruleNamespaces(c *checker, at site, v reflect.Value) {
 		if _, ok := c.proj.Services[name]; !ok {
 			c.invalid(at.path, raw, "namespaces", "no service "+name+" in the project", "")
 		}
-	case network && (mode == "none" || mode == "bridge" || mode == "default"):
+	case network && (mode == "bridge" || mode == "default"):
+		// The engine's default bridge is shared with every container on the host, other samples
+		// included, and the host firewall does not cover it: it protects only the networks
+		// composebox creates. A service that needs a network gets the project's own by default.
+		c.deny(at.path, raw, "host-access", "the engine's default bridge, shared with every container on the host and not kept off the host")
+	case network && mode == "none":
 	case network:
 		c.deny(at.path, raw, "other-containers", "joins the network "+raw+", outside the sample")
 	case field == "ipc" && (mode == "private" || mode == "shareable" || mode == "none"):
@@ -384,6 +394,27 @@ func ruleBuildNetwork(c *checker, at site, v reflect.Value) {
 	}
 }
 
+// ruleHostIP allows a published port on a loopback address only: one on 0.0.0.0, :: or an
+// interface's address is reachable from other hosts and from every container that can reach
+// the host, other samples included. An empty host_ip is published on 127.0.0.1 (see adapt).
+func ruleHostIP(c *checker, at site, v reflect.Value) {
+	raw := v.String()
+	if raw == "" || loopbackHost(raw) {
+		return
+	}
+	c.deny(at.path, raw, "public-ports", "a published port on a host address other than loopback")
+}
+
+// loopbackHost reports a loopback address (127.0.0.0/8, ::1) or localhost.
+func loopbackHost(s string) bool {
+	s = strings.TrimSpace(s)
+	if strings.EqualFold(s, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(strings.Trim(s, "[]"))
+	return err == nil && a.Unmap().IsLoopback()
+}
+
 func ruleNetworkDriver(c *checker, at site, v reflect.Value) {
 	switch d := strings.TrimSpace(v.String()); d {
 	case "bridge", "none":
@@ -482,3 +513,41 @@ func VolumeString(v types.ServiceVolumeConfig) string {
 
 // IsHost reports a namespace or network mode of "host", the host's own.
 func IsHost(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "host") }
+
+// ruleLabels refuses the label keys composebox itself sets and trusts: its own (dev.composebox.*)
+// and compose's (com.docker.compose.*). A project that set one could pass for a sample it is
+// not (another project, a detached or pooled sample, a base image) in `ls`, `cleanup` and the
+// pool.
+func ruleLabels(c *checker, at site, v reflect.Value) {
+	m, ok := v.Interface().(types.Labels)
+	if !ok {
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if reservedLabel(k) {
+			c.add(at.path+"."+k, m[k], "labels", "a label composebox sets on what it creates; a project may not set it", "")
+		}
+	}
+}
+
+// reservedLabel reports a label key that only composebox and compose may set.
+func reservedLabel(k string) bool {
+	k = strings.ToLower(strings.TrimSpace(k))
+	return strings.HasPrefix(k, "dev.composebox.") || strings.HasPrefix(k, "com.docker.compose.")
+}
+
+// realtimeUlimits raise a container's scheduling priority over the host's processes: rtprio
+// lets it take a real-time policy, nice lets it raise its own priority, neither needing
+// CAP_SYS_NICE.
+var realtimeUlimits = []string{"rtprio", "nice"}
+
+// ruleUlimits: a ulimit is the container's own resource bound, except the two that put it
+// ahead of the host's processes. The table walks the entries themselves (ruleWalk).
+func ruleUlimits(c *checker, at site, v reflect.Value) {
+	for _, k := range v.MapKeys() {
+		name := strings.ToLower(strings.TrimSpace(k.String()))
+		if slices.Contains(realtimeUlimits, name) {
+			c.deny(at.path+"."+k.String(), render(v.MapIndex(k)), "host-priority", "raises the container's scheduling priority above the host's processes")
+		}
+	}
+}

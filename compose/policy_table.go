@@ -34,6 +34,7 @@ type fieldEntry struct {
 	class fieldClass
 	kind  string // classDeny: the opt-in ("" when nothing allows it)
 	rule  string // classRule: the rule's name (policyRules)
+	walk  bool   // classRule: the structure is also walked, its fields classified below it
 	why   string // classAllow: why it is inert; classDeny: what it does
 }
 
@@ -41,6 +42,7 @@ func walk() fieldEntry                 { return fieldEntry{class: classWalk} }
 func allow(why string) fieldEntry      { return fieldEntry{class: classAllow, why: why} }
 func deny(kind, why string) fieldEntry { return fieldEntry{class: classDeny, kind: kind, why: why} }
 func rule(name string) fieldEntry      { return fieldEntry{class: classRule, rule: name} }
+func ruleWalk(name string) fieldEntry  { return fieldEntry{class: classRule, rule: name, walk: true} }
 
 const (
 	inContainer = "acts inside the container"
@@ -115,7 +117,7 @@ var policyTable = map[string]fieldEntry{
 	"services.*.init":                allow(inContainer),
 	"services.*.ipc":                 rule("namespaces"),
 	"services.*.isolation":           rule("runtime"),
-	"services.*.labels":              allow(metadata),
+	"services.*.labels":              rule("labels"),
 	"services.*.label_file":          rule("label-file"),
 	"services.*.links":               allow("links to services of the sample"),
 	"services.*.logging":             walk(),
@@ -152,7 +154,7 @@ var policyTable = map[string]fieldEntry{
 	"services.*.sysctls":             rule("sysctls"),
 	"services.*.tmpfs":               allow(inContainer),
 	"services.*.tty":                 allow(inContainer),
-	"services.*.ulimits":             walk(),
+	"services.*.ulimits":             ruleWalk("ulimits"),
 	"services.*.use_api_socket":      deny("docker-socket", "mounts the docker socket"),
 	"services.*.user":                allow(inContainer),
 	"services.*.userns_mode":         rule("namespaces"),
@@ -173,7 +175,7 @@ var policyTable = map[string]fieldEntry{
 	"services.*.build.provenance":          allow("BuildKit attestations; the classic builder ignores them"),
 	"services.*.build.sbom":                allow("BuildKit attestations; the classic builder ignores them"),
 	"services.*.build.ssh":                 deny("", "forwards the host's SSH agent or keys into the build"),
-	"services.*.build.labels":              allow(metadata),
+	"services.*.build.labels":              rule("labels"),
 	"services.*.build.cache_from":          allow("ignored: the classic builder imports no cache"),
 	"services.*.build.cache_to":            allow("ignored: the classic builder exports no cache"),
 	"services.*.build.no_cache":            allow("build setting"),
@@ -191,7 +193,7 @@ var policyTable = map[string]fieldEntry{
 	"services.*.build.secrets[].mode":      allow("build setting"),
 	"services.*.build.shm_size":            allow("build setting"),
 	"services.*.build.tags":                allow("ignored: composebox tags builds itself"),
-	"services.*.build.ulimits":             walk(),
+	"services.*.build.ulimits":             ruleWalk("ulimits"),
 	"services.*.build.ulimits.*.single":    allow("build setting"),
 	"services.*.build.ulimits.*.soft":      allow("build setting"),
 	"services.*.build.ulimits.*.hard":      allow("build setting"),
@@ -266,7 +268,7 @@ var policyTable = map[string]fieldEntry{
 	"services.*.networks.*.priority":                   allow("address setting within the sample"),
 	"services.*.ports[].name":                          allow(metadata),
 	"services.*.ports[].mode":                          allow("published port"),
-	"services.*.ports[].host_ip":                       allow("published port"),
+	"services.*.ports[].host_ip":                       rule("host-ip"),
 	"services.*.ports[].target":                        allow("published port"),
 	"services.*.ports[].published":                     allow(adapted),
 	"services.*.ports[].protocol":                      allow("published port"),
@@ -285,7 +287,7 @@ var policyTable = map[string]fieldEntry{
 	"services.*.volumes[].bind.create_host_path":       allow("creates a missing source, inside the allowed roots"),
 	"services.*.volumes[].bind.recursive":              allow("how submounts of the source are mounted"),
 	"services.*.volumes[].volume":                      walk(),
-	"services.*.volumes[].volume.labels":               allow(metadata),
+	"services.*.volumes[].volume.labels":               rule("labels"),
 	"services.*.volumes[].volume.nocopy":               allow(inContainer),
 	"services.*.volumes[].volume.subpath":              allow("a path inside the volume"),
 	"services.*.volumes[].tmpfs":                       walk(),
@@ -307,7 +309,7 @@ var policyTable = map[string]fieldEntry{
 	// deploy
 	"services.*.deploy.mode":                                                                    allow(swarmOnly),
 	"services.*.deploy.replicas":                                                                allow("replicas within the sample"),
-	"services.*.deploy.labels":                                                                  allow(metadata),
+	"services.*.deploy.labels":                                                                  rule("labels"),
 	"services.*.deploy.update_config":                                                           walk(),
 	"services.*.deploy.rollback_config":                                                         walk(),
 	"services.*.deploy.resources":                                                               walk(),
@@ -355,20 +357,20 @@ var policyTable = map[string]fieldEntry{
 	"networks.*.external":                    rule("external-network"),
 	"networks.*.internal":                    allow("cuts the network off"),
 	"networks.*.attachable":                  allow(swarmOnly),
-	"networks.*.labels":                      allow(metadata),
+	"networks.*.labels":                      rule("labels"),
 	"networks.*.enable_ipv4":                 allow("addresses of the sample's network"),
 	"networks.*.enable_ipv6":                 allow("addresses of the sample's network"),
 	"volumes.*.name":                         allow(adapted),
 	"volumes.*.driver":                       rule("volume-driver"),
 	"volumes.*.driver_opts":                  rule("volume-driver-opts"),
 	"volumes.*.external":                     deny("other-containers", "an existing volume, outside the sample"),
-	"volumes.*.labels":                       allow(metadata),
+	"volumes.*.labels":                       rule("labels"),
 	"secrets.*.name":                         allow(adapted),
 	"secrets.*.file":                         rule("object-file"),
 	"secrets.*.environment":                  rule("object-environment"),
 	"secrets.*.content":                      allow("given inline"),
 	"secrets.*.external":                     allow(swarmOnly),
-	"secrets.*.labels":                       allow(metadata),
+	"secrets.*.labels":                       rule("labels"),
 	"secrets.*.driver":                       allow(swarmOnly),
 	"secrets.*.driver_opts":                  allow(swarmOnly),
 	"secrets.*.template_driver":              allow(swarmOnly),
@@ -377,7 +379,7 @@ var policyTable = map[string]fieldEntry{
 	"configs.*.environment":                  rule("object-environment"),
 	"configs.*.content":                      allow("given inline"),
 	"configs.*.external":                     allow(swarmOnly),
-	"configs.*.labels":                       allow(metadata),
+	"configs.*.labels":                       rule("labels"),
 	"configs.*.driver":                       allow(swarmOnly),
 	"configs.*.driver_opts":                  allow(swarmOnly),
 	"configs.*.template_driver":              allow(swarmOnly),
@@ -473,6 +475,9 @@ func (c *checker) field(fv reflect.Value, key, path string, parent reflect.Value
 			panic("compose: policy table names unknown rule " + e.rule)
 		}
 		fn(c, site{path: path, parent: parent}, fv)
+		if e.walk {
+			c.descend(fv, key, path)
+		}
 	case classWalk:
 		c.descend(fv, key, path)
 	}

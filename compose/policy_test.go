@@ -260,7 +260,9 @@ func TestPolicyRules(t *testing.T) {
 		{"cap other not allowed", "    cap_add: [SYS_ADMIN]\n", Policy{AllowCapabilities: []string{"NET_ADMIN"}}, "capabilities [--allow-cap SYS_ADMIN]", "cap_add[0]"},
 		{"cap_drop", "    cap_drop: [ALL]\n", Policy{}, "", ""},
 		{"network none", "    network_mode: none\n", Policy{}, "", ""},
-		{"network bridge", "    network_mode: bridge\n", Policy{}, "", ""},
+		{"network bridge", "    network_mode: bridge\n", Policy{}, "host-access [--allow host-access]", "network_mode"},
+		{"network default", "    network_mode: default\n", Policy{}, "host-access [--allow host-access]", "network_mode"},
+		{"network bridge with host-access", "    network_mode: bridge\n", Policy{AllowHostAccess: true}, "", ""},
 		{"network of a service", "    network_mode: service:web\n  web:\n    image: busybox\n", Policy{}, "", ""},
 		{"network of a named network", "    network_mode: someones_net\n", Policy{}, "other-containers [--allow other-containers]", "network_mode"},
 		{"pid of a service", "    pid: service:web\n  web:\n    image: busybox\n", Policy{}, "", ""},
@@ -303,6 +305,11 @@ func TestPolicyRules(t *testing.T) {
 		{"container_name", "    container_name: fixed\n", Policy{}, "", ""},
 		{"external network", "    networks: [ctf]\nnetworks:\n  ctf: {external: true}\n", Policy{}, "", ""},
 		{"fixed published port", "    ports: [\"8080:80\"]\n", Policy{}, "", ""},
+		{"port on loopback", "    ports: [\"127.0.0.1:8080:80\", \"[::1]::81\", \"127.0.0.2::82\", \"83\"]\n", Policy{}, "", ""},
+		{"port on every address", "    ports: [\"0.0.0.0:8080:80\"]\n", Policy{}, "public-ports [--allow public-ports]", "ports[0].host_ip"},
+		{"port on every IPv6 address", "    ports: [{target: 80, host_ip: \"::\"}]\n", Policy{}, "public-ports [--allow public-ports]", "ports[0].host_ip"},
+		{"port on an interface", "    ports: [\"192.0.2.2::80\"]\n", Policy{}, "public-ports [--allow public-ports]", "ports[0].host_ip"},
+		{"port on every address, opted in", "    ports: [\"0.0.0.0:8080:80\"]\n", Policy{AllowPublicPorts: true}, "", ""},
 		{"hooks", "    post_start: [{command: [\"true\"], user: root}]\n    pre_stop: [{command: [\"true\"]}]\n", Policy{}, "", ""},
 		{"pre_stop privileged", "    pre_stop: [{command: [\"true\"], privileged: true}]\n", Policy{}, "privileged [--allow privileged]", "pre_stop[0].privileged"},
 		{"develop exec privileged", "    develop:\n      watch: [{path: ./data, action: sync+exec, target: /d, exec: {command: [\"true\"], privileged: true}}]\n", Policy{}, "privileged [--allow privileged]", "develop.watch[0].exec.privileged"},
@@ -310,6 +317,16 @@ func TestPolicyRules(t *testing.T) {
 		{"deploy limits", "    deploy: {resources: {limits: {cpus: \"1\", memory: 64m, pids: 10}}, restart_policy: {condition: on-failure}}\n", Policy{}, "", ""},
 		{"annotations", "    annotations: {run.oci.keep_original_groups: \"1\"}\n", Policy{}, "runtime [--allow runtime]", "annotations"},
 		{"oom_kill_disable", "    oom_kill_disable: true\n", Policy{}, "host-priority [--allow host-priority]", "oom_kill_disable"},
+		{"ulimit rtprio", "    ulimits: {rtprio: 99}\n", Policy{}, "host-priority [--allow host-priority]", "ulimits.rtprio"},
+		{"ulimit nice", "    ulimits: {nice: {soft: 40, hard: 40}}\n", Policy{}, "host-priority [--allow host-priority]", "ulimits.nice"},
+		{"ulimit nice allowed", "    ulimits: {nice: 40}\n", Policy{AllowHostPriority: true}, "", ""},
+		{"build ulimit rtprio", "    build: {context: ., dockerfile_inline: \"FROM scratch\", ulimits: {rtprio: 99}}\n", Policy{}, "host-priority [--allow host-priority]", "build.ulimits.rtprio"},
+		{"ulimits of its own", "    ulimits: {nofile: {soft: 1024, hard: 2048}, nproc: 512}\n", Policy{}, "", ""},
+		{"our owner label", "    labels: {dev.composebox.owner: detached}\n", Policy{}, "labels []", "labels.dev.composebox.owner"},
+		{"our pool label on a volume", "    volumes: [\"d:/d\"]\nvolumes:\n  d:\n    labels: {dev.composebox.pool: warm}\n", Policy{}, "labels []", "volumes.d.labels.dev.composebox.pool"},
+		{"compose's project label", "    labels: [\"com.docker.compose.project=other\"]\n", Policy{AllowHostPriority: true}, "labels []", "labels.com.docker.compose.project"},
+		{"build label of ours", "    build: {context: ., dockerfile_inline: \"FROM scratch\", labels: {dev.composebox.image: base}}\n", Policy{}, "labels []", "build.labels.dev.composebox.image"},
+		{"labels of its own", "    labels: {org.example.team: evals}\n", Policy{}, "", ""},
 		{"build on a named network", "    build: {context: ., dockerfile_inline: \"FROM scratch\", network: other_net}\n", Policy{}, "other-containers [--allow other-containers]", "build.network"},
 		{"build entitlement", "    build: {context: ., dockerfile_inline: \"FROM scratch\", entitlements: [security.insecure]}\n", Policy{}, "privileged [--allow privileged]", "build.entitlements[0]"},
 		{"build inside", "    build: {context: ./ctx, dockerfile: ../ctx.Dockerfile}\n", Policy{}, "", ""},
@@ -432,6 +449,10 @@ func TestPolicyTableCoversComposeTypes(t *testing.T) {
 				walkType(elem, fkey+suffix)
 			case e.class == classRule && policyRules[e.rule] == nil:
 				t.Errorf("%s names the unknown rule %q", fkey, e.rule)
+			case e.class == classRule && e.walk && !isStruct:
+				t.Errorf("%s is walked after its rule but holds no structure (%s)", fkey, f.Type)
+			case e.class == classRule && e.walk:
+				walkType(elem, fkey+suffix)
 			case e.class == classDeny && e.kind != "" && AllowKindHelp(e.kind) == "":
 				t.Errorf("%s names the unknown opt-in %q", fkey, e.kind)
 			}
@@ -596,10 +617,11 @@ func TestApplyDefaults(t *testing.T) {
 networks:
   back: {}
 `
+	hostAccess := &Policy{AllowHostAccess: true} // bridged is on the engine's default bridge
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"compose.yaml": yml})
 	t.Run("no-op", func(t *testing.T) {
-		p := mustLoad(t, dir, LoadOptions{})
+		p := mustLoad(t, dir, LoadOptions{Policy: hostAccess})
 		before, _ := p.MarshalYAML()
 		DefaultPolicy().ApplyDefaults(p)
 		if after, _ := p.MarshalYAML(); string(after) != string(before) {
@@ -607,7 +629,7 @@ networks:
 		}
 	})
 	t.Run("limits and egress", func(t *testing.T) {
-		p := mustLoad(t, dir, LoadOptions{})
+		p := mustLoad(t, dir, LoadOptions{Policy: hostAccess})
 		Policy{Memory: 256 << 20, CPUs: 1.5, Pids: 100, EgressOff: true}.ApplyDefaults(p)
 		def, web := p.Services["default"], p.Services["web"]
 		if def.MemLimit != 256<<20 || def.CPUS != 1.5 || def.PidsLimit != 100 {

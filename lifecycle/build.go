@@ -29,6 +29,10 @@ type BuildOptions struct {
 	// (not when the tag exists, nor when the call shares another caller's build of the tag),
 	// and the build's turn ends when the returned release is called.
 	Limit func(ctx context.Context) (release func(), err error)
+	// HostAccess runs the build's RUN steps on the engine's default bridge, which reaches the
+	// host's own addresses (the policy's host-access). Without it a build that names no network
+	// (or the default one) runs on BuildNetwork, which the host firewall keeps off the host.
+	HostAccess bool
 }
 
 // Build builds svc's image as opts.Tag unless an image with that tag exists. Concurrent calls
@@ -130,6 +134,14 @@ func (e *Engine) buildClassic(ctx context.Context, svc types.ServiceConfig, opts
 		}
 	}
 	defer body.Close()
+	netMode := b.Network
+	if m := strings.ToLower(strings.TrimSpace(netMode)); !opts.HostAccess && (m == "" || m == "default" || m == "bridge") {
+		n, err := e.buildNetwork(ctx)
+		if err != nil {
+			return fmt.Errorf("build service %s: %w", svc.Name, err)
+		}
+		netMode = n
+	}
 	labels := map[string]string{}
 	for k, v := range b.Labels {
 		labels[k] = v
@@ -144,7 +156,7 @@ func (e *Engine) buildClassic(ctx context.Context, svc types.ServiceConfig, opts
 		Labels:      labels,
 		Target:      b.Target,
 		NoCache:     b.NoCache,
-		NetworkMode: b.Network,
+		NetworkMode: netMode,
 		ExtraHosts:  b.ExtraHosts.AsList(":"),
 		ShmSize:     int64(b.ShmSize),
 	})

@@ -21,6 +21,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	cbxerr "github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/internal/hostfw"
 	"github.com/composebox/composebox/internal/images"
 	"github.com/composebox/composebox/internal/subnets"
 )
@@ -38,6 +39,8 @@ type Engine struct {
 	subnets Subnets
 	pool    subnets.Pool
 	alloc   allocator
+	// fw keeps sample networks and builds off the host's own addresses.
+	fw *hostfw.Firewall
 	// out is compose's own output stream: its progress lines go to the Up in flight for their
 	// project, so that nothing reaches the process's stdout or stderr.
 	out progressSink
@@ -66,7 +69,7 @@ func setGlobals() {
 // process).
 func New(c client.APIClient, opts ...Option) (*Engine, error) {
 	setGlobals()
-	e := &Engine{api: c, images: images.NewBuilder(c), log: slog.New(slog.DiscardHandler)}
+	e := &Engine{api: c, images: images.NewBuilder(c), log: slog.New(slog.DiscardHandler), fw: hostfw.New()}
 	for _, o := range opts {
 		o(e)
 	}

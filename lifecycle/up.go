@@ -27,6 +27,11 @@ type UpOptions struct {
 	// possible). It is called synchronously from compose's goroutines, possibly from several at
 	// once, so it must be quick and must not block.
 	OnProgress func(service, status string)
+	// HostAccess leaves the project's networks open to the host's own addresses (the policy's
+	// host-access). Without it every bridge network of the project gets the host firewall's
+	// rule before any container starts, and a host where that cannot be done fails the Up
+	// with ErrHostFirewall.
+	HostAccess bool
 }
 
 // createTimeout bounds the create phase, which runs detached from the caller's context.
@@ -72,6 +77,12 @@ func (e *Engine) Up(ctx context.Context, p *types.Project, opts UpOptions) error
 	}
 	if err != nil {
 		return fmt.Errorf("up project %s: create: %w", p.Name, err)
+	}
+	if !opts.HostAccess {
+		// The containers exist but none has started: nothing has run in them yet.
+		if err := e.protectNetworks(cctx, p.Name); err != nil {
+			return hostFirewallError("up project "+p.Name, err)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("up project %s: %w", p.Name, err)

@@ -6,6 +6,9 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/lifecycle/sandboxio"
+
+	"github.com/composebox/composebox/lifecycle"
 )
 
 // Error categories. Every error the package returns that a caller may branch on matches one
@@ -23,6 +26,15 @@ var (
 	ErrUnavailable     = errdefs.ErrUnavailable
 	ErrConflict        = errdefs.ErrConflict
 )
+
+// ErrNotRegularFile is what ReadFile of a FIFO, a device or a socket gives, with
+// ErrInvalidConfig: such a file is never opened, since reading it could block or never end.
+var ErrNotRegularFile = sandboxio.ErrNotRegularFile
+
+// ErrHostFirewall marks a host where a sample's networks cannot be kept off the host's own
+// addresses (not root, no nftables): SampleInit fails rather than start the sample unprotected.
+// It is an ErrPrerequisite; the policy's host-access (--allow host-access) is the opt-out.
+var ErrHostFirewall = lifecycle.ErrHostFirewall
 
 // ErrorKind is the machine-readable kind of err, as the CLI prints it: invalid_config,
 // policy_violation, prerequisite, not_found, is_a_directory, permission_denied, timeout,

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/composebox/composebox/compose"
 	"github.com/composebox/composebox/lifecycle"
 )
 
@@ -39,7 +40,29 @@ type Limits struct {
 	// Execs bounds exec and file calls (Exec, ExecStream, ReadFile, WriteFile and their
 	// streaming forms) across every sandbox of the orchestrator. Zero means unbounded.
 	Execs int
+
+	// ContainerMemory is the memory limit in bytes of every container whose compose file sets
+	// none (mem_limit or deploy.resources.limits.memory) and whose policy gives none
+	// (compose.Policy.Memory). Zero: a quarter of the engine host's memory. Negative: no limit.
+	// A memory hog in one sample is then killed by the kernel inside its own cgroup instead of
+	// pushing every other sample, and the runner, out of memory.
+	ContainerMemory int64
+	// ContainerPids is the pids limit of every container whose compose file sets none
+	// (pids_limit or deploy.resources.limits.pids) and whose policy gives none
+	// (compose.Policy.Pids). Zero: DefaultContainerPids. Negative: no limit. A fork bomb then
+	// exhausts its own container's pids, not the host's.
+	ContainerPids int64
 }
+
+// DefaultContainerPids is the pids limit of a container that sets none (Limits.ContainerPids).
+const DefaultContainerPids = 4096
+
+// memoryShare divides the engine host's memory into the default memory limit of a container
+// (Limits.ContainerMemory).
+const memoryShare = 4
+
+// minContainerMemory is the engine's smallest memory limit.
+const minContainerMemory = 6 << 20
 
 // rampStart is how many starts a burst begins with.
 const rampStart = 2
@@ -87,8 +110,40 @@ func WithLimits(l Limits) Option {
 				*f.dst = f.v
 			}
 		}
+		if l.ContainerMemory > 0 && l.ContainerMemory < minContainerMemory {
+			return fmt.Errorf("limits: container memory %d bytes: the engine's minimum is %d (6 MiB); negative means no limit", l.ContainerMemory, minContainerMemory)
+		}
+		if l.ContainerMemory != 0 {
+			c.limits.ContainerMemory = l.ContainerMemory
+		}
+		if l.ContainerPids != 0 {
+			c.limits.ContainerPids = l.ContainerPids
+		}
 		return nil
 	}
+}
+
+// containerDefaults is p with the limits a container gets when neither its file nor p sets
+// one: Limits.ContainerMemory (a share of memTotal, the engine host's memory, by default) and
+// Limits.ContainerPids.
+func (o *Orchestrator) containerDefaults(p compose.Policy, memTotal int64) compose.Policy {
+	if p.Pids == 0 {
+		switch l := o.limits.ContainerPids; {
+		case l > 0:
+			p.Pids = l
+		case l == 0:
+			p.Pids = DefaultContainerPids
+		}
+	}
+	if p.Memory == 0 {
+		switch l := o.limits.ContainerMemory; {
+		case l > 0:
+			p.Memory = l
+		case l == 0 && memTotal > 0:
+			p.Memory = max(memTotal/memoryShare, minContainerMemory)
+		}
+	}
+	return p
 }
 
 // Limits are the concurrency limits in force, defaults filled in (Execs zero: unbounded).

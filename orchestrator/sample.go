@@ -189,7 +189,7 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 			t.o.emit(Event{Kind: EventServiceProgress, Task: t.name, Sample: id, Project: s.project, Service: service, Message: status, Duration: time.Since(start)})
 		}
 	}
-	if err := t.o.engine.Up(ctx, p, lifecycle.UpOptions{Wait: wait, OnProgress: onProgress}); err != nil {
+	if err := t.o.engine.Up(ctx, p, lifecycle.UpOptions{Wait: wait, OnProgress: onProgress, HostAccess: t.policy.AllowHostAccess}); err != nil {
 		return fail(err)
 	}
 	t.o.emit(Event{Kind: EventSampleStarted, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start)})
@@ -244,6 +244,9 @@ func (t *Task) sampleProject(ctx context.Context, s *Sample, spec SampleSpec) (*
 			return nil, err
 		}
 		t.policy.ApplyDefaults(p)
+		if err := t.checkImageOwners(ctx, p); err != nil {
+			return nil, err
+		}
 		for _, dir := range vars.Referenced(p) {
 			if err := makeSampleDir(dir); err != nil {
 				return nil, err

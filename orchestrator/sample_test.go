@@ -395,7 +395,7 @@ services:
     image: ${COMPOSEBOX_BASE_IMAGE}
     command: ["httpd", "-f", "-p", "8080"]
     user: sandbox
-    ports: ["127.0.0.1::8080", "0.0.0.0::8080/udp"]
+    ports: ["127.0.0.1::8080", "8080/udp"]
 `)})
 	s, err := task.SampleInit(t.Context(), orchestrator.SampleSpec{})
 	if err != nil {

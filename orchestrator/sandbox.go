@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -210,7 +209,8 @@ type Connection struct {
 }
 
 // Connection describes how to reach the service: its container, a shell command to enter it,
-// and its published ports. A port published on all interfaces is given as 127.0.0.1.
+// and its published ports, as the engine bound them (127.0.0.1 unless the task opted in to
+// public ports and named another address).
 func (b *Sandbox) Connection(ctx context.Context) (Connection, error) {
 	info, err := b.target.Client.ContainerInspect(ctx, b.target.Container)
 	if err != nil {
@@ -230,7 +230,7 @@ func (b *Sandbox) Connection(ctx context.Context) (Connection, error) {
 		for port, bindings := range info.NetworkSettings.Ports {
 			for _, pb := range bindings {
 				hp, _ := strconv.Atoi(pb.HostPort)
-				c.Ports = append(c.Ports, Port{ContainerPort: port.Int(), Protocol: port.Proto(), HostIP: reachableIP(pb.HostIP), HostPort: hp})
+				c.Ports = append(c.Ports, Port{ContainerPort: port.Int(), Protocol: port.Proto(), HostIP: pb.HostIP, HostPort: hp})
 			}
 		}
 	}
@@ -238,16 +238,4 @@ func (b *Sandbox) Connection(ctx context.Context) (Connection, error) {
 		return cmp.Or(cmp.Compare(a.ContainerPort, b.ContainerPort), cmp.Compare(a.Protocol, b.Protocol))
 	})
 	return c, nil
-}
-
-// reachableIP rewrites a wildcard bind address to loopback, which a client on the host can
-// dial.
-func reachableIP(ip string) string {
-	if ip == "" || ip == "0.0.0.0" {
-		return "127.0.0.1"
-	}
-	if parsed := net.ParseIP(ip); parsed != nil && parsed.IsUnspecified() {
-		return "::1"
-	}
-	return ip
 }

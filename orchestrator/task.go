@@ -163,6 +163,7 @@ func (o *Orchestrator) TaskInit(ctx context.Context, spec TaskSpec) (*Task, erro
 	if spec.Policy != nil {
 		t.policy = *spec.Policy
 	}
+	t.policy = o.containerDefaults(t.policy, info.MemTotal)
 	if t.resolution, err = t.resolve(); err != nil {
 		t.stopLife()
 		t.removePrivateDir()
@@ -332,7 +333,7 @@ func (t *Task) prepareImages(ctx context.Context) error {
 			}
 		} else {
 			start := time.Now()
-			built, err := t.o.engine.Build(ctx, svc, lifecycle.BuildOptions{Tag: b.Tag, Labels: lbl, Limit: t.o.buildLimit})
+			built, err := t.o.engine.Build(ctx, svc, lifecycle.BuildOptions{Tag: b.Tag, Labels: lbl, Limit: t.o.buildLimit, HostAccess: t.policy.AllowHostAccess})
 			if err != nil {
 				return err
 			}
@@ -351,7 +352,10 @@ func (t *Task) prepareImages(ctx context.Context) error {
 	if errs.ErrorOrNil() != nil && len(errs.Errors) == 1 {
 		return errs.Errors[0]
 	}
-	return errs.ErrorOrNil()
+	if err := errs.ErrorOrNil(); err != nil {
+		return err
+	}
+	return t.checkImageOwners(ctx, t.project)
 }
 
 func (t *Task) requireImage(ctx context.Context, ref, why string) error {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/engine"
+	"github.com/composebox/composebox/internal/hostfw"
 	"github.com/composebox/composebox/internal/images/imagespec"
 	"github.com/composebox/composebox/internal/subnets"
 )
@@ -161,4 +162,31 @@ func diskCheck(sys system.Info, info engine.Info) Check {
 		return Check{Name: "disk", Status: Warn, Detail: detail, Fix: fix}
 	}
 	return Check{Name: "disk", Status: Pass, Detail: detail}
+}
+
+// hostFirewallCheck says whether samples' networks can be kept off the host's own addresses:
+// without that, SampleInit fails unless the policy opts in to host access.
+func hostFirewallCheck(info engine.Info, hostAccess bool) Check {
+	const name = "host_firewall"
+	fix := "run composebox as root on a kernel with nftables (nf_tables), or opt out with --allow host-access"
+	if !strings.HasPrefix(info.Host, "unix://") {
+		return Check{Name: name, Status: Warn, Detail: "the daemon is remote: this host's firewall does not guard its host",
+			Fix: "run composebox on the daemon's host"}
+	}
+	fw := hostfw.New()
+	if err := fw.Check(); err != nil {
+		if hostAccess {
+			return Check{Name: name, Status: Warn, Detail: "off (--allow host-access); it could not be applied anyway: " + err.Error()}
+		}
+		return Check{Name: name, Status: Fail, Detail: err.Error() + ": samples will not start", Fix: fix}
+	}
+	rules, err := fw.Rules()
+	if err != nil {
+		return Check{Name: name, Status: Warn, Detail: err.Error()}
+	}
+	detail := fmt.Sprintf("nftables table inet %s drops traffic from sample networks and builds to this host's addresses (%d networks protected)", hostfw.Table, len(rules))
+	if hostAccess {
+		return Check{Name: name, Status: Warn, Detail: "works, but the policy opts out (--allow host-access): samples reach this host's addresses"}
+	}
+	return Check{Name: name, Status: Pass, Detail: detail}
 }

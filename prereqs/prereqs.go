@@ -1,6 +1,6 @@
 // Package prereqs checks that the machine can run composebox: a reachable daemon with a recent
 // enough API, a known storage driver, the base image (or the busybox to build it), free address
-// pools and disk. Doctor runs every check; Require runs the ones a task cannot start without.
+// pools, disk and the host firewall. Doctor runs every check; Require runs the ones a task cannot start without.
 package prereqs
 
 import (
@@ -56,6 +56,9 @@ type Options struct {
 	Extra []Check
 	// Subnets is the managed-subnet configuration whose pool capacity to report.
 	Subnets SubnetOptions
+	// HostAccess is the policy's host-access opt-in: samples may reach the host's addresses, so
+	// a host firewall that cannot be applied is only a warning.
+	HostAccess bool
 }
 
 // SubnetOptions mirrors orchestrator.Subnets (this package does not import the orchestrator).
@@ -105,6 +108,7 @@ func Doctor(ctx context.Context, opts Options) Report {
 	)
 	checks = append(checks, poolsChecks(ctx, c, info, opts)...)
 	checks = append(checks, diskCheck(sys, info))
+	checks = append(checks, hostFirewallCheck(info, opts.HostAccess))
 	checks = append(checks, opts.Extra...)
 	return finish(checks)
 }
@@ -143,6 +147,7 @@ func Require(ctx context.Context, c client.APIClient, timeout time.Duration) (en
 	if err != nil {
 		return info, errdefs.Wrap(errdefs.ErrPrerequisite, err, "read engine info")
 	}
+	info.MemTotal = sys.MemTotal
 	if ch := driverCheck(sys); ch.Status == Fail {
 		return info, errdefs.New(errdefs.ErrPrerequisite, "check storage driver: "+strings.ToLower(ch.Detail))
 	}

@@ -20,13 +20,22 @@ func TestDoctorPassesAgainstLiveDaemon(t *testing.T) {
 	for _, c := range r.Checks {
 		names[c.Name] = c.Status
 	}
-	for _, want := range []string{"daemon", "api_version", "storage_driver", "base_image", "address_pools", "disk"} {
+	for _, want := range []string{"daemon", "api_version", "storage_driver", "base_image", "address_pools", "disk", "host_firewall"} {
 		if _, ok := names[want]; !ok {
 			t.Errorf("no %s check in %+v", want, r.Checks)
 		}
 	}
 	if names["base_image"] != Pass {
 		t.Errorf("base_image is %s after building it", names["base_image"])
+	}
+	if names["host_firewall"] != Pass {
+		t.Errorf("host_firewall is %s as root with nftables", names["host_firewall"])
+	}
+	// Opted out, the same firewall is a warning: samples reach the host.
+	for _, c := range Doctor(t.Context(), Options{HostAccess: true}).Checks {
+		if c.Name == "host_firewall" && (c.Status != Warn || !strings.Contains(c.Detail, "host-access")) {
+			t.Errorf("host_firewall with host-access: %s", c)
+		}
 	}
 }
 

@@ -33,6 +33,9 @@ const (
 	// networks, PoolWarm on the marker volume of a ready sample nobody took yet, PoolClaimed on
 	// the marker volume that records who took it (see tracking.MarkWarm and tracking.Claim).
 	LabelPool = "dev.composebox.pool"
+	// LabelBuildNetwork is "true" on the network builds run on (lifecycle.BuildNetwork), which
+	// outlives every task and so carries neither LabelManaged nor a project.
+	LabelBuildNetwork = "dev.composebox.build-network"
 )
 
 // Values of LabelPool.

@@ -18,22 +18,19 @@ import (
 // (never stale), the reaper and Task.Cleanup's sweep leave it alone, and RemoveProject removes
 // the marker with the project's other volumes.
 
-// DetachedVolume is the name of project's detach marker volume.
-func DetachedVolume(project string) string { return project + "_cbx-detached" }
+// DetachedVolume is the name of project's detach marker volume (see markerName).
+func DetachedVolume(project string) string { return markerName(markerDetached, project) }
 
 // MarkDetached hands project over as detached: from now on it is never stale, and only an
 // explicit removal (`down`, `cleanup PROJECT`, `cleanup --all`) removes it. It is idempotent.
 func MarkDetached(ctx context.Context, c client.APIClient, project, task, sample string) error {
-	_, err := c.VolumeCreate(ctx, volume.CreateOptions{
-		Name: DetachedVolume(project),
-		Labels: map[string]string{
-			labels.ComposeProjectLabel: project,
-			labels.LabelManaged:        "true",
-			labels.LabelTask:           task,
-			labels.LabelSample:         sample,
-			labels.LabelOwner:          labels.OwnerDetached,
-			labels.LabelCreated:        time.Now().UTC().Format(time.RFC3339),
-		},
+	err := createMarker(ctx, c, DetachedVolume(project), map[string]string{
+		labels.ComposeProjectLabel: project,
+		labels.LabelManaged:        "true",
+		labels.LabelTask:           task,
+		labels.LabelSample:         sample,
+		labels.LabelOwner:          labels.OwnerDetached,
+		labels.LabelCreated:        time.Now().UTC().Format(time.RFC3339),
 	})
 	if err != nil {
 		return fmt.Errorf("detach project %s: create marker volume: %w", project, err)
@@ -53,8 +50,8 @@ func detachedProjects(ctx context.Context, c client.APIClient, task string) (map
 	}
 	out := map[string]bool{}
 	for _, v := range vols.Volumes {
-		if p := v.Labels[labels.ComposeProjectLabel]; p != "" {
-			out[p] = true
+		if isMarker(v.Name, v.Labels, markerDetached) {
+			out[v.Labels[labels.ComposeProjectLabel]] = true
 		}
 	}
 	return out, nil

@@ -71,7 +71,7 @@ func list(ctx context.Context, c client.APIClient, f filters.Args) ([]Project, e
 		return nil, fmt.Errorf("list projects: containers: %w", err)
 	}
 	for _, x := range ctrs {
-		p := agg.add(x.Labels, time.Unix(x.Created, 0))
+		p := agg.add(x.Labels, time.Unix(x.Created, 0), "")
 		if p == nil {
 			continue
 		}
@@ -96,7 +96,7 @@ func list(ctx context.Context, c client.APIClient, f filters.Args) ([]Project, e
 		return nil, fmt.Errorf("list projects: networks: %w", err)
 	}
 	for _, x := range nets {
-		if p := agg.add(x.Labels, x.Created); p != nil {
+		if p := agg.add(x.Labels, x.Created, ""); p != nil {
 			p.Networks++
 		}
 	}
@@ -106,7 +106,7 @@ func list(ctx context.Context, c client.APIClient, f filters.Args) ([]Project, e
 	}
 	for _, x := range vols.Volumes {
 		created, _ := time.Parse(time.RFC3339, x.CreatedAt)
-		if p := agg.add(x.Labels, created); p != nil {
+		if p := agg.add(x.Labels, created, markerKind(x.Name, x.Labels)); p != nil {
 			p.Volumes++
 		}
 	}
@@ -118,8 +118,10 @@ type aggregator struct {
 	detached map[string]bool
 }
 
-// add records one resource and returns its project (nil when it names none).
-func (a *aggregator) add(lbl map[string]string, created time.Time) *Project {
+// add records one resource and returns its project (nil when it names none). marker is the
+// kind of marker volume the resource is, "" for none: only a marker can say that a project is
+// detached, warm or claimed, whatever labels anything else carries.
+func (a *aggregator) add(lbl map[string]string, created time.Time, marker string) *Project {
 	name := lbl[labels.ComposeProjectLabel]
 	if name == "" {
 		return nil
@@ -135,15 +137,21 @@ func (a *aggregator) add(lbl map[string]string, created time.Time) *Project {
 	if p.Sample == "" {
 		p.Sample = lbl[labels.LabelSample]
 	}
-	p.Pool = poolState(p.Pool, lbl)
-	if lbl[labels.LabelPool] == labels.PoolClaimed {
+	pool := lbl[labels.LabelPool]
+	switch {
+	case pool == labels.PoolWarm && marker == markerWarm, pool == labels.PoolClaimed && marker == markerClaim, pool == labels.PoolPooled:
+		p.Pool = poolState(p.Pool, lbl)
+	}
+	if pool == labels.PoolClaimed && marker == markerClaim {
 		// The claim records the id of the SampleInit that took the sample, over the one it was
 		// started with.
 		p.Sample = lbl[labels.LabelSample]
 	}
 	switch owner := lbl[labels.LabelOwner]; owner {
 	case labels.OwnerDetached:
-		a.detached[name] = true
+		if marker == markerDetached {
+			a.detached[name] = true
+		}
 	case "":
 	default:
 		p.owners[owner] = true

@@ -37,10 +37,10 @@ import (
 // the owner label, so a dead owner's pool is stale like any other sample.
 
 // WarmVolume is the name of project's warm marker volume.
-func WarmVolume(project string) string { return project + "_cbx-warm" }
+func WarmVolume(project string) string { return markerName(markerWarm, project) }
 
 // ClaimVolume is the name of project's claim marker volume.
-func ClaimVolume(project string) string { return project + "_cbx-claim" }
+func ClaimVolume(project string) string { return markerName(markerClaim, project) }
 
 // MarkWarm puts project in its task's pool: a ready sample free to take. fingerprint names the
 // task's configuration, so that only a task of the same configuration takes it; shared lets
@@ -51,7 +51,7 @@ func MarkWarm(ctx context.Context, c client.APIClient, project, task, sample, ow
 	if shared {
 		lbl[labelPoolShared] = "true"
 	}
-	if _, err := c.VolumeCreate(ctx, volume.CreateOptions{Name: WarmVolume(project), Labels: lbl}); err != nil {
+	if err := createMarker(ctx, c, WarmVolume(project), lbl); err != nil {
 		return fmt.Errorf("mark %s warm: create marker volume: %w", project, err)
 	}
 	return nil
@@ -92,7 +92,7 @@ func Take(ctx context.Context, c client.APIClient, project string) (bool, error)
 // RecordClaim records who took project: the sample id its taker chose, and the taker's owner.
 func RecordClaim(ctx context.Context, c client.APIClient, project, task, sample, owner string) error {
 	lbl := markerLabels(project, task, sample, owner, labels.PoolClaimed)
-	if _, err := c.VolumeCreate(ctx, volume.CreateOptions{Name: ClaimVolume(project), Labels: lbl}); err != nil {
+	if err := createMarker(ctx, c, ClaimVolume(project), lbl); err != nil {
 		return fmt.Errorf("claim %s: record the claim: %w", project, err)
 	}
 	return nil
@@ -120,6 +120,9 @@ func WarmProjects(ctx context.Context, c client.APIClient, task string) ([]WarmP
 	}
 	out := make([]WarmProject, 0, len(vols.Volumes))
 	for _, v := range vols.Volumes {
+		if !isMarker(v.Name, v.Labels, markerWarm) {
+			continue
+		}
 		created, _ := time.Parse(time.RFC3339Nano, v.Labels[labels.LabelCreated])
 		out = append(out, WarmProject{
 			Project: v.Labels[labels.ComposeProjectLabel], Task: task, Sample: v.Labels[labels.LabelSample],

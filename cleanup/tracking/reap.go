@@ -79,7 +79,8 @@ func Reap(ctx context.Context, owner string, opts ReapOptions) ([]Result, error)
 		all = append(all, res...)
 		lastErr = err
 		if err == nil && len(res) == 0 && pass > 0 {
-			return all, nil
+			_, err = cleanup.PruneHostFirewall(ctx, c)
+			return all, err
 		}
 		select {
 		case <-ctx.Done():

@@ -2,7 +2,9 @@ package tracking
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/docker/docker/client"
 
@@ -30,7 +32,8 @@ func Sweep(ctx context.Context, c client.APIClient, sel Selector, opts cleanup.R
 	return RemovePlanned(ctx, c, projects, opts)
 }
 
-// RemovePlanned removes listed projects (from Plan or List) as Sweep does.
+// RemovePlanned removes listed projects (from Plan or List) as Sweep does, then the host
+// firewall's rules of networks that no longer exist.
 func RemovePlanned(ctx context.Context, c client.APIClient, projects []Project, opts cleanup.RemoveOptions) ([]Result, error) {
 	names := make([]string, len(projects))
 	for i, p := range projects {
@@ -40,6 +43,12 @@ func RemovePlanned(ctx context.Context, c client.APIClient, projects []Project, 
 	results := make([]Result, len(removed))
 	for i, r := range removed {
 		results[i] = Result{Project: projects[i], Removed: r.Removed, Err: r.Err}
+	}
+	// The host firewall's rules of networks gone without their teardown finishing go too.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if _, perr := cleanup.PruneHostFirewall(pctx, c); perr != nil {
+		err = errors.Join(err, perr)
 	}
 	return results, err
 }

@@ -75,7 +75,7 @@ func runDoctor(cmd *cobra.Command, g *globals, path string, opts doctorOptions) 
 	if err != nil {
 		return usageError{err}
 	}
-	r := prereqs.Doctor(ctx, prereqs.Options{Extra: []prereqs.Check{policy},
+	r := prereqs.Doctor(ctx, prereqs.Options{Extra: []prereqs.Check{policy}, HostAccess: p.AllowHostAccess,
 		Subnets: prereqs.SubnetOptions{Disabled: sn.Disabled, Pool: sn.Pool, Bits: sn.Bits}})
 	// The task's checks need no daemon, so they are reported even when it does not answer.
 	for _, c := range tasks {

@@ -21,6 +21,9 @@ type globals struct {
 	SubnetPool string
 	SubnetBits int
 	NoSubnets  bool
+	// Default limits of a container whose file sets none (orchestrator.Limits).
+	ContainerMemory string
+	ContainerPids   int64
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -70,6 +73,8 @@ func newRootCmd(g *globals) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.SubnetPool, "subnet-pool", "10.213.0.0/16", "pool of managed subnets for sample networks")
 	root.PersistentFlags().IntVar(&g.SubnetBits, "subnet-bits", 27, "prefix length of each managed subnet")
 	root.PersistentFlags().BoolVar(&g.NoSubnets, "no-managed-subnets", false, "let the daemon number sample networks from its default address pools")
+	root.PersistentFlags().StringVar(&g.ContainerMemory, "container-memory", "", "memory limit of every container whose compose file and policy set none, e.g. 2g; none for no limit (default: a quarter of the engine host's memory)")
+	root.PersistentFlags().Int64Var(&g.ContainerPids, "container-pids", 0, "pids limit of every container whose compose file and policy set none; -1 for no limit (default 4096)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		newVersionCmd(g),

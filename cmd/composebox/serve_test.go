@@ -89,6 +89,7 @@ func TestServeBinaryDrainsOnSIGTERM(t *testing.T) {
 
 	req, _ := http.NewRequestWithContext(ctx, "POST", "http://composebox/v1/samples/"+project+"/sandboxes/default/exec/stream",
 		strings.NewReader(`{"cmd":["sh","-c","echo started; sleep 2; echo finished"]}`+"\n"))
+	req.Header.Set("X-Composebox-Lease", lease)
 	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)

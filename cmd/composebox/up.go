@@ -5,8 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
+	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/spf13/cobra"
 
 	cbxerr "github.com/composebox/composebox/internal/errdefs"
@@ -153,9 +155,33 @@ func (g *globals) orchestrator(reaper bool, extra ...orchestrator.Option) (*orch
 	if err != nil {
 		return nil, usageError{err}
 	}
-	opts := []orchestrator.Option{orchestrator.WithLogger(g.log), orchestrator.WithObserver(g.progress.observer()), orchestrator.WithSubnets(sn)}
+	lim, err := g.containerLimits()
+	if err != nil {
+		return nil, usageError{err}
+	}
+	opts := []orchestrator.Option{orchestrator.WithLogger(g.log), orchestrator.WithObserver(g.progress.observer()), orchestrator.WithSubnets(sn), orchestrator.WithLimits(lim)}
 	if reaper {
 		opts = append(opts, orchestrator.WithReaper())
 	}
 	return orchestrator.New(append(opts, extra...)...)
+}
+
+// containerLimits are --container-memory and --container-pids as orchestrator.Limits.
+func (g *globals) containerLimits() (orchestrator.Limits, error) {
+	l := orchestrator.Limits{ContainerPids: g.ContainerPids}
+	switch m := strings.TrimSpace(g.ContainerMemory); m {
+	case "":
+	case "none":
+		l.ContainerMemory = -1
+	default:
+		var b types.UnitBytes
+		if err := b.DecodeMapstructure(m); err != nil || b <= 0 {
+			return l, fmt.Errorf("--container-memory %q: want a size such as 512m or 2g, or none", g.ContainerMemory)
+		}
+		l.ContainerMemory = int64(b)
+	}
+	if g.ContainerPids < -1 {
+		return l, fmt.Errorf("--container-pids %d: want a positive number, or -1 for no limit", g.ContainerPids)
+	}
+	return l, nil
 }

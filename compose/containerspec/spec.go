@@ -229,8 +229,8 @@ func CurrentHostUser() HostUser { return HostUser{UID: os.Getuid(), GID: os.Getg
 
 // PublishedPort publishes a container port on the host.
 type PublishedPort struct {
-	// HostIP is the host address to bind ("" means every address). In bridge mode a loopback
-	// address is rewritten to 0.0.0.0.
+	// HostIP is the host address to bind ("" means 127.0.0.1). An address other than loopback
+	// needs the policy's public-ports opt-in.
 	HostIP string `json:"host_ip,omitempty" yaml:"host_ip,omitempty"`
 	// HostPort is the host port; 0 lets the engine choose one.
 	HostPort int `json:"host_port,omitempty" yaml:"host_port,omitempty"`
@@ -278,20 +278,19 @@ func EffectiveNetwork(mode, goos string) (string, error) {
 	return "", errdefs.New(errdefs.ErrInvalidConfig, fmt.Sprintf("container spec: network %q: want none, bridge or host", mode))
 }
 
-// EffectiveAddress is the address to bind in the given network mode: in bridge mode a loopback
-// address (127.0.0.0/8, ::1, localhost) becomes 0.0.0.0, because a port mapping reaches a container
-// through its bridge interface, never its loopback. Other addresses and modes are unchanged.
+// EffectiveAddress is the address to bind in the given network mode. In bridge mode a port that
+// names no address, or localhost, binds 127.0.0.1: the engine's own default, every address,
+// would let other hosts and every container that can reach the host (other samples included)
+// dial it. A loopback address stays as it is: the engine forwards from the host's loopback to
+// the container's bridge interface. Other addresses need the policy's public-ports opt-in.
 func EffectiveAddress(addr, network string) string {
 	if network != NetworkBridge {
 		return addr
 	}
-	if strings.EqualFold(addr, "localhost") {
-		return "0.0.0.0"
+	if addr == "" || strings.EqualFold(addr, "localhost") {
+		return "127.0.0.1"
 	}
-	if ip := net.ParseIP(strings.Trim(addr, "[]")); ip != nil && ip.IsLoopback() {
-		return "0.0.0.0"
-	}
-	return addr
+	return strings.Trim(addr, "[]")
 }
 
 // Options are what one spawn of a spec adds to it. The zero value adds nothing.
@@ -341,6 +340,9 @@ func Project(spec Spec, opts Options) (*types.Project, error) {
 		Name:       name,
 		WorkingDir: g.projectDir(),
 		Services:   types.Services{compose.DefaultServiceName: svc},
+	}
+	if g.network == NetworkBridge {
+		p.Networks = types.Networks{"default": {Name: name + "_default"}}
 	}
 	return p, nil
 }
@@ -393,6 +395,13 @@ func (g *containerGen) service(opts Options) (types.ServiceConfig, error) {
 	}
 	g.network = mode
 	svc.NetworkMode = mode
+	if mode == NetworkBridge {
+		// Not the engine's default bridge, which every container on the host shares and the
+		// host firewall cannot cover without touching all of them: the project's own default
+		// network, a bridge like it that composebox creates, firewalls and removes with the task.
+		svc.NetworkMode = ""
+		svc.Networks = map[string]*types.ServiceNetworkConfig{"default": nil}
+	}
 
 	// The extra args come first, so that the spec's typed fields are not overridden by them.
 	args, err := parseRunArgs(spec.ExtraArgs)

@@ -319,12 +319,13 @@ func TestEffectiveNetwork(t *testing.T) {
 	}
 }
 
-// Get_effective_address rewrites loopback to 0.0.0.0 in bridge mode only.
+// In bridge mode a port binds loopback unless it names another address; a loopback address is
+// never widened to every address.
 func TestEffectiveAddress(t *testing.T) {
 	cases := []struct{ addr, network, want string }{
-		{"127.0.0.1", NetworkBridge, "0.0.0.0"}, {"localhost", NetworkBridge, "0.0.0.0"}, {"127.0.0.53", NetworkBridge, "0.0.0.0"},
-		{"::1", NetworkBridge, "0.0.0.0"}, {"[::1]", NetworkBridge, "0.0.0.0"}, {"10.0.0.1", NetworkBridge, "10.0.0.1"},
-		{"", NetworkBridge, ""}, {"127.0.0.1", NetworkHost, "127.0.0.1"}, {"127.0.0.1", NetworkNone, "127.0.0.1"},
+		{"127.0.0.1", NetworkBridge, "127.0.0.1"}, {"localhost", NetworkBridge, "127.0.0.1"}, {"127.0.0.53", NetworkBridge, "127.0.0.53"},
+		{"::1", NetworkBridge, "::1"}, {"[::1]", NetworkBridge, "::1"}, {"10.0.0.1", NetworkBridge, "10.0.0.1"},
+		{"", NetworkBridge, "127.0.0.1"}, {"127.0.0.1", NetworkHost, "127.0.0.1"}, {"127.0.0.1", NetworkNone, "127.0.0.1"},
 	}
 	for _, c := range cases {
 		if got := EffectiveAddress(c.addr, c.network); got != c.want {
@@ -333,8 +334,8 @@ func TestEffectiveAddress(t *testing.T) {
 	}
 }
 
-// Port maps merge spec defaults with call-site overrides, a loopback bind address
-// is rewritten in bridge mode, and host networking ignores them.
+// Port maps merge spec defaults with call-site overrides, bind loopback where they name no
+// address, and host networking ignores them.
 func TestContainerPorts(t *testing.T) {
 	spec := Spec{Network: NetworkBridge, Ports: []PublishedPort{
 		{HostIP: "127.0.0.1", HostPort: 8080, ContainerPort: 80},
@@ -342,8 +343,8 @@ func TestContainerPorts(t *testing.T) {
 	}}
 	_, svc := genService(t, spec, Options{Ports: []PublishedPort{{HostIP: "localhost", HostPort: 9090, ContainerPort: 80}}})
 	want := []types.ServicePortConfig{
-		{Mode: "ingress", HostIP: "0.0.0.0", Target: 80, Published: "9090", Protocol: "tcp"},
-		{Mode: "ingress", Target: 53, Protocol: "udp"},
+		{Mode: "ingress", HostIP: "127.0.0.1", Target: 80, Published: "9090", Protocol: "tcp"},
+		{Mode: "ingress", HostIP: "127.0.0.1", Target: 53, Protocol: "udp"},
 	}
 	if !reflect.DeepEqual(svc.Ports, want) {
 		t.Errorf("ports %+v, want %+v", svc.Ports, want)
@@ -442,7 +443,8 @@ func TestContainerProjectPassesDefaultPolicy(t *testing.T) {
 		t.Fatalf("task check after load: %v", err)
 	}
 	svc := loaded.Services[compose.DefaultServiceName]
-	if len(loaded.Networks) != 0 || svc.NetworkMode != NetworkBridge || len(svc.Volumes) != 4 || svc.MemLimit != 64<<20 {
+	_, onDefault := svc.Networks["default"]
+	if len(loaded.Networks) != 1 || svc.NetworkMode != "" || !onDefault || len(svc.Volumes) != 4 || svc.MemLimit != 64<<20 {
 		t.Errorf("loaded: networks %v, mode %q, volumes %v, memory %d", loaded.Networks, svc.NetworkMode, svc.Volumes, svc.MemLimit)
 	}
 	// Network none: no project network either.

@@ -53,6 +53,8 @@ type Info struct {
 	Host       string
 	APIVersion string
 	OSType     string
+	// MemTotal is the engine host's memory in bytes, when known (prereqs.Require reads it).
+	MemTotal int64
 }
 
 // Ping contacts the daemon within timeout (DefaultPingTimeout if zero), negotiates the API

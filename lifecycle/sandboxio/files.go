@@ -21,11 +21,27 @@ const (
 	codeIsDir      = 41
 	codePermission = 42
 	codeNotDir     = 43 // a component of the path is not a directory
+	codeNotRegular = 44 // a FIFO, a device or a socket: its type is on stderr
 )
+
+// ErrNotRegularFile is what reading anything but a regular file gives (with ErrInvalidConfig):
+// a FIFO the agent made would block the read until someone writes to it, and a device such as
+// /dev/zero would stream forever, so neither is opened.
+var ErrNotRegularFile = errors.New("not a regular file")
+
+// notRegularError is a read refused by the file's type. It matches ErrNotRegularFile and
+// ErrInvalidConfig.
+type notRegularError struct{ msg string }
+
+func (e *notRegularError) Error() string { return e.msg }
+func (e *notRegularError) Is(target error) bool {
+	return target == ErrNotRegularFile || target == errdefs.ErrInvalidConfig
+}
 
 // readScript runs as the target's user, so the kernel applies that user's permissions; the
 // checks before cat only turn the common failures into exit codes, since shell and cat error
-// messages differ between images. test(1) follows symlinks, as cat does.
+// messages differ between images. test(1) follows symlinks, as cat does. Only a regular file
+// is read: anything else (a FIFO, a device, a socket) is refused before it is opened.
 const readScript = `f=$1
 if [ ! -e "$f" ]; then
 	a=$f
@@ -39,6 +55,14 @@ if [ ! -e "$f" ]; then
 	done
 fi
 [ -d "$f" ] && exit 41
+if [ ! -f "$f" ]; then
+	if [ -p "$f" ]; then echo "a FIFO"
+	elif [ -c "$f" ]; then echo "a character device"
+	elif [ -b "$f" ]; then echo "a block device"
+	elif [ -S "$f" ]; then echo "a socket"
+	fi >&2
+	exit 44
+fi
 [ -r "$f" ] || exit 42
 exec cat -- "$f"
 `
@@ -71,7 +95,8 @@ exec cat >"$f"
 //
 // Errors carry the path: ErrNotFound (also for a path through a non-directory),
 // ErrIsDirectory, ErrPermission (the user may not read the file or search a directory on
-// the way), ErrOutputLimit, ErrUnavailable.
+// the way), ErrNotRegularFile with ErrInvalidConfig (a FIFO, a device or a socket, which is
+// never opened), ErrOutputLimit, ErrUnavailable.
 func ReadFile(ctx context.Context, t Target, p string, limit int64) ([]byte, error) {
 	var buf bytes.Buffer
 	// A buffer never blocks: no guard needed.
@@ -208,6 +233,12 @@ func fileOutcome(ctx context.Context, t Target, op, abs string, o outcome, stder
 		return t.fileError(errdefs.ErrIsDirectory, op, abs, "is a directory")
 	case codePermission:
 		return t.fileError(errdefs.ErrPermission, op, abs, "permission denied")
+	case codeNotRegular:
+		problem := ErrNotRegularFile.Error()
+		if msg != "" {
+			problem += " (" + msg + ")"
+		}
+		return &notRegularError{msg: fmt.Sprintf("%s %s%s: %s: composebox reads regular files and directories only", op, abs, t.in(), problem)}
 	}
 	if msg == "" {
 		msg = fmt.Sprintf("exit code %d", o.exitCode)

@@ -222,6 +222,10 @@ class AsyncClient:
         h = dict(headers or {})
         if lease:
             h[c.LEASE_HEADER] = (await self.lease()).id
+        elif self._lease is not None:
+            # Tasks and samples belong to the lease that made them: the server answers
+            # not_found to a request that does not name it.
+            h[c.LEASE_HEADER] = self._lease.id
         try:
             r = await http.request(method, path, json=json_body, params=params, content=content,
                                    headers=h)
@@ -234,7 +238,10 @@ class AsyncClient:
                            content: Any = None,
                            headers: Optional[Dict[str, str]] = None) -> httpx.Response:
         http = self._client()
-        req = http.build_request(method, path, params=params, content=content, headers=headers)
+        h = dict(headers or {})
+        if self._lease is not None:
+            h[c.LEASE_HEADER] = self._lease.id
+        req = http.build_request(method, path, params=params, content=content, headers=h)
         try:
             r = await http.send(req, stream=True)
         except httpx.TransportError as e:
@@ -334,7 +341,7 @@ class AsyncClient:
         return Task.from_json((await self._request("GET", c.task_path(tid), what="task get")).json())
 
     async def task_list(self) -> List[Task]:
-        r = await self._request("GET", f"{c.API}/tasks", what="task list")
+        r = await self._request("GET", f"{c.API}/tasks", what="task list", lease=True)
         return [Task.from_json(t) for t in r.json().get("tasks") or []]
 
     async def task_cleanup(self, task: Union[Task, str]) -> None:
@@ -360,7 +367,7 @@ class AsyncClient:
         params = {}
         if task is not None:
             params["task"] = task.id if isinstance(task, Task) else task
-        r = await self._request("GET", f"{c.API}/samples", what="sample list", params=params)
+        r = await self._request("GET", f"{c.API}/samples", what="sample list", params=params, lease=True)
         return [Sample.from_json(s) for s in r.json().get("samples") or []]
 
     async def sample_cleanup(self, sample: SampleRef) -> None:

@@ -221,6 +221,10 @@ class Client:
         h = dict(headers or {})
         if lease:
             h[c.LEASE_HEADER] = self.lease().id
+        elif self._lease is not None:
+            # Tasks and samples belong to the lease that made them: the server answers
+            # not_found to a request that does not name it.
+            h[c.LEASE_HEADER] = self._lease.id
         try:
             r = self._http.request(method, path, json=json_body, params=params, content=content,
                                    headers=h)
@@ -232,7 +236,10 @@ class Client:
     def _send_stream(self, method: str, path: str, *, what: str, params: Any = None,
                      content: Any = None, headers: Optional[Dict[str, str]] = None) -> httpx.Response:
         self.check_server()
-        req = self._http.build_request(method, path, params=params, content=content, headers=headers)
+        h = dict(headers or {})
+        if self._lease is not None:
+            h[c.LEASE_HEADER] = self._lease.id
+        req = self._http.build_request(method, path, params=params, content=content, headers=h)
         try:
             r = self._http.send(req, stream=True)
         except httpx.TransportError as e:
@@ -330,7 +337,7 @@ class Client:
         return Task.from_json(self._request("GET", c.task_path(tid), what="task get").json())
 
     def task_list(self) -> List[Task]:
-        r = self._request("GET", f"{c.API}/tasks", what="task list")
+        r = self._request("GET", f"{c.API}/tasks", what="task list", lease=True)
         return [Task.from_json(t) for t in r.json().get("tasks") or []]
 
     def task_cleanup(self, task: Union[Task, str]) -> None:
@@ -359,7 +366,7 @@ class Client:
         params = {}
         if task is not None:
             params["task"] = task.id if isinstance(task, Task) else task
-        r = self._request("GET", f"{c.API}/samples", what="sample list", params=params)
+        r = self._request("GET", f"{c.API}/samples", what="sample list", params=params, lease=True)
         return [Sample.from_json(s) for s in r.json().get("samples") or []]
 
     def sample_cleanup(self, sample: SampleRef) -> None:

@@ -1,0 +1,48 @@
+package cleanup
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+
+	"github.com/composebox/composebox/internal/hostfw"
+)
+
+// PruneHostFirewall removes the host firewall's rules of networks the engine no longer has:
+// what a teardown interrupted between removing a network and its rule left, or a network
+// removed behind composebox's back. It returns how many rules it removed. A host without the
+// firewall has none to remove.
+func PruneHostFirewall(ctx context.Context, c client.APIClient) (int, error) {
+	fw := hostfw.New()
+	rules, err := fw.Rules()
+	if err != nil || len(rules) == 0 {
+		return 0, err
+	}
+	// The rules are read before the networks are listed: a network created after the listing
+	// has its rule added after it too, and a rule read here belongs to a network that existed
+	// before the listing began or is gone.
+	nets, err := c.NetworkList(ctx, network.ListOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("prune host firewall: list networks: %w", err)
+	}
+	existing := map[string]bool{}
+	for _, n := range nets {
+		existing[n.ID] = true
+	}
+	var doomed []hostfw.Rule
+	for _, r := range rules {
+		if !existing[r.ID] {
+			doomed = append(doomed, r)
+		}
+	}
+	if len(doomed) == 0 {
+		return 0, nil
+	}
+	removed, err := fw.Remove(doomed...)
+	if err != nil {
+		return len(removed), fmt.Errorf("prune host firewall: %w", err)
+	}
+	return len(removed), nil
+}
