@@ -10,7 +10,7 @@ RACE_PKGS := ./internal/... ./compose/... ./prereqs/... ./cleanup/... ./lifecycl
 PLAIN_PKGS := $(shell $(GO) list ./... | grep -v -E '^$(MODULE)/(internal|compose|prereqs|cleanup|lifecycle/sandboxio)(/|$$)')
 TEST_FLAGS ?= -count=1 -timeout 25m
 
-.PHONY: build test test-python lint docker demo bench bench-pool bench-api clean
+.PHONY: build test test-python lint docker demo docs bench bench-pool bench-api clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/composebox
@@ -51,6 +51,11 @@ test-python: build
 	  echo "test-python: NOTICE: skipped the run on the current httpx/httpcore/anyio: no $(PYTHON_MODERN)"; \
 	fi; \
 	exit $$status
+
+# The CLI reference, docs/cli, written from the commands' own help; TestCLIReferenceIsFresh
+# fails when it is stale.
+docs:
+	$(GO) run ./cmd/composebox __gendocs docs/cli
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

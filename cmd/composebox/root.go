@@ -99,6 +99,7 @@ func newRootCmd(g *globals) *cobra.Command {
 		newCleanupCmd(g),
 		newReapCmd(g),
 		newServeCmd(g),
+		newGendocsCmd(),
 	)
 	for _, c := range root.Commands() {
 		wrapArgs(c)
