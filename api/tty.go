@@ -127,9 +127,10 @@ func (s *Server) execTTY(w http.ResponseWriter, r *http.Request) error {
 		s.log.Info("terminal session cut", "project", sb.Project(), "service", sb.Service(), "err", err)
 		return nil
 	case err != nil:
-		// A session ended from this side (a broken frame, a stopping server) says why.
+		// A session ended by its connection (closed, a broken frame) or by a stopping server
+		// says why, keeping the killed command's result.
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-			err = cause
+			err = fmt.Errorf("%w: %w", cause, err)
 		}
 		body := errorBody(err)
 		end = StreamEvent{Type: "error", Error: &body}
