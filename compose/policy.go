@@ -70,6 +70,10 @@ type Policy struct {
 	// AllowAnyMount (any-mount) permits host paths from anywhere: bind sources, build contexts,
 	// env files, secret files, seccomp profiles. The docker socket stays denied.
 	AllowAnyMount bool `json:"allow_any_mount,omitempty" yaml:"allow_any_mount,omitempty"`
+	// AllowAddURL (add-url) permits ADD of a URL in a Dockerfile, which the daemon fetches from
+	// the host's network. A URL whose host is loopback, link-local, private or one of the
+	// host's own addresses stays denied.
+	AllowAddURL bool `json:"allow_add_url,omitempty" yaml:"allow_add_url,omitempty"`
 	// AllowCapabilities lists capabilities permitted in cap_add beyond Docker's default set
 	// (with or without CAP_, any case); "ALL" permits every capability.
 	AllowCapabilities []string `json:"allow_capabilities,omitempty" yaml:"allow_capabilities,omitempty"`
@@ -118,6 +122,7 @@ var allowKinds = []allowKind{
 	{"logging", "logging drivers other than json-file, local and none", func(p *Policy) *bool { return &p.AllowLogging }},
 	{"host-priority", "oom_kill_disable, a negative oom_score_adj and realtime scheduling", func(p *Policy) *bool { return &p.AllowHostPriority }},
 	{"any-mount", "host paths from anywhere (the docker socket excepted)", func(p *Policy) *bool { return &p.AllowAnyMount }},
+	{"add-url", "ADD of a URL in a Dockerfile (never to the host's own, loopback, link-local or private addresses)", func(p *Policy) *bool { return &p.AllowAddURL }},
 }
 
 // AllowKinds lists the opt-in names `--allow KIND` accepts, in a stable order.
