@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/types"
 
 	"github.com/composebox/composebox/internal/errdefs"
 )
@@ -130,5 +135,34 @@ func TestCheckBuildSourcesNeedsTheOptInAndAPublicHost(t *testing.T) {
 	}
 	if err := allowed.CheckBuildSources(ctx, "web", urls("https://public.test/f.tgz", "http://93.184.216.34/x"), r); err != nil {
 		t.Errorf("public URLs with the opt-in: %v", err)
+	}
+}
+
+// Planning a large build context stops as soon as its ctx is cancelled.
+func TestPlanImagesStopsOnCancel(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(dir, "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(4 << 30); err != nil { // sparse: costs no disk, takes seconds to hash
+		t.Fatal(err)
+	}
+	f.Close()
+	proj := &types.Project{Name: "p", WorkingDir: dir, Services: types.Services{"default": {Name: "default", Build: &types.BuildConfig{Context: dir, Dockerfile: "Dockerfile"}}}}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { _, err := PlanImagesContext(ctx, proj, "t", PlanOptions{}); done <- err }()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v, want context.Canceled", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("planning did not stop within 2s of its ctx being cancelled")
 	}
 }

@@ -197,7 +197,7 @@ func planBuild(ctx context.Context, proj *types.Project, name string, s types.Se
 
 // hashFile writes a regular file of the context found by the walk. It is opened without
 // blocking, and its type checked again once open, in case it was swapped for a FIFO since.
-func hashFile(h hash.Hash, what, path string) error {
+func hashFile(ctx context.Context, h hash.Hash, what, path string) error {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
@@ -211,7 +211,7 @@ func hashFile(h hash.Hash, what, path string) error {
 		return notRegular(path, fi.Mode())
 	}
 	fmt.Fprintf(h, "%s %d\n", what, fi.Size())
-	if _, err := io.Copy(h, io.LimitReader(f, fi.Size())); err != nil {
+	if _, err := io.Copy(h, ctxReader{ctx, io.LimitReader(f, fi.Size())}); err != nil {
 		return fmt.Errorf("read %s: %w", path, err)
 	}
 	return nil
@@ -247,8 +247,21 @@ func hashTree(ctx context.Context, h hash.Hash, dir, dockerfile string, inline b
 			}
 			fmt.Fprintf(h, "symlink %q %q\n", rel, target)
 		default:
-			return hashFile(h, fmt.Sprintf("file %q %o", rel, mode.Perm()), path)
+			return hashFile(ctx, h, fmt.Sprintf("file %q %o", rel, mode.Perm()), path)
 		}
 		return nil
 	})
+}
+
+// ctxReader stops a long read (a large file of a build context) once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
