@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/errdefs"
@@ -163,7 +164,7 @@ func Stream(ctx context.Context, c client.APIClient, body io.Reader, opts build.
 		return nil
 	}
 	resp.Body.Close() // a cancelled build stops on the daemon's side once its client has gone
-	removeImages(ctx, c, log.created())
+	removeImages(ctx, c, log.created(), log.inflight())
 	var jerr *jsonmessage.JSONError
 	switch {
 	case ctx.Err() != nil:
@@ -188,11 +189,16 @@ type buildLog struct {
 	result   string
 	cached   bool
 	fromStep bool
+	// running is the container the current step runs in (" ---> Running in id"), and last
+	// the image the previous step ended with: the parent of what the current step commits.
+	running string
+	last    string
 }
 
 var (
 	reStep   = regexp.MustCompile(`^Step \d+/\d+ : (.*)$`)
 	reResult = regexp.MustCompile(`^ ---> ([0-9a-f]{12,64})$`)
+	reRunIn  = regexp.MustCompile(`^ ---> Running in ([0-9a-f]{12,64})$`)
 )
 
 func (l *buildLog) Write(p []byte) (int, error) {
@@ -229,6 +235,10 @@ func (l *buildLog) line(s string) {
 		l.cached = true
 		return
 	}
+	if m := reRunIn.FindStringSubmatch(s); m != nil && l.running == "" {
+		l.running = m[1] // the builder's line comes first in a step, before any output
+		return
+	}
 	if m := reResult.FindStringSubmatch(s); m != nil {
 		// A RUN step's own output can print such a line too; the builder's comes last, just
 		// before the next step, so only the last one of a step counts.
@@ -242,7 +252,22 @@ func (l *buildLog) endStep() {
 	if l.step != "" && l.result != "" && !l.cached && !l.fromStep {
 		l.steps = append(l.steps, l.result)
 	}
-	l.result, l.cached, l.fromStep = "", false, false
+	if l.result != "" {
+		l.last = l.result
+	}
+	l.result, l.cached, l.fromStep, l.running = "", false, false, ""
+}
+
+// inflightStep is the step a build stopped in: the container it ran in and the image it
+// started from. A build cancelled while the daemon commits that step's image ends with an
+// image that the log never names.
+type inflightStep struct{ container, parent string }
+
+func (l *buildLog) inflight() inflightStep {
+	if l.running == "" || l.last == "" {
+		return inflightStep{}
+	}
+	return inflightStep{container: l.running, parent: l.last}
 }
 
 // created lists the images the build's finished steps committed, newest first.
@@ -254,16 +279,19 @@ func (l *buildLog) created() []string {
 
 // removeImages removes the images a failed build committed, newest first. Each is checked
 // first: an image that has a tag is not a leftover (whatever the log said), and one that
-// has children is in use.
-func removeImages(ctx context.Context, c client.APIClient, ids []string) {
-	if len(ids) == 0 {
-		return
-	}
+// has children is in use. The step the build stopped in may still commit an image once its
+// container is done: that image is found by the container it came from, and removed too.
+func removeImages(ctx context.Context, c client.APIClient, ids []string, step inflightStep) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	if step.container != "" {
+		if id := stepImage(dctx, c, step); id != "" {
+			ids = append([]string{id}, ids...)
+		}
+	}
 	for _, id := range ids {
 		img, err := c.ImageInspect(dctx, id)
-		if err != nil || len(img.RepoTags) > 0 {
+		if err != nil || tagged(img.RepoTags) {
 			continue
 		}
 		// A cancelled build's step container still holds its image until the daemon has
@@ -273,12 +301,64 @@ func removeImages(ctx context.Context, c client.APIClient, ids []string) {
 			if err == nil || !errdefs.IsConflict(err) {
 				break
 			}
-			select {
-			case <-dctx.Done():
+			if !sleepCtx(dctx, 200*time.Millisecond) {
 				return
-			case <-time.After(200 * time.Millisecond):
 			}
 		}
+	}
+}
+
+// stepImage waits for the step's container to go (the daemon removes it once the step has
+// ended, committed or not) and returns the image committed from it, if any.
+func stepImage(ctx context.Context, c client.APIClient, step inflightStep) string {
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		if _, err := c.ContainerInspect(wctx, step.container); errdefs.IsNotFound(err) {
+			break
+		}
+		if !sleepCtx(wctx, 100*time.Millisecond) {
+			break
+		}
+	}
+	parent, err := c.ImageInspect(ctx, step.parent)
+	if err != nil {
+		return ""
+	}
+	list, err := c.ImageList(ctx, image.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("since", parent.ID))})
+	if err != nil {
+		return ""
+	}
+	for _, im := range list {
+		if im.ParentID != parent.ID || tagged(im.RepoTags) {
+			continue
+		}
+		if in, err := c.ImageInspect(ctx, im.ID); err == nil && strings.HasPrefix(in.Container, step.container) {
+			return im.ID
+		}
+	}
+	return ""
+}
+
+// tagged reports whether an image has a tag; engines before API 1.43 list an untagged one as
+// "<none>:<none>".
+func tagged(tags []string) bool {
+	for _, t := range tags {
+		if t != "<none>:<none>" {
+			return true
+		}
+	}
+	return false
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

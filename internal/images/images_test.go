@@ -198,10 +198,15 @@ func TestCancelledBuildStopsAndLeavesNoImage(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { _, _, err := images.NewBuilder(c).Ensure(ctx, spec); done <- err }()
 
-	// The RUN step's container carries the label of the image it runs on.
+	// The RUN step's container carries the label of the image it runs on (the LABEL step's).
 	running := func() bool {
-		list, err := c.ContainerList(t.Context(), container.ListOptions{Filters: filters.NewArgs(filters.Arg("label", marker))})
-		return err == nil && len(list) > 0
+		list, _ := c.ContainerList(t.Context(), container.ListOptions{Filters: filters.NewArgs(filters.Arg("label", marker))})
+		for _, ctr := range list {
+			if strings.Contains(ctr.Command, "sleep") {
+				return true
+			}
+		}
+		return false
 	}
 	for deadline := time.Now().Add(60 * time.Second); !running(); {
 		select {
