@@ -3,11 +3,13 @@ package compose
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -164,5 +166,40 @@ func TestPlanImagesStopsOnCancel(t *testing.T) {
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("planning did not stop within 2s of its ctx being cancelled")
+	}
+}
+
+// The task's files are refused by type and place before they are read, each with a typed error.
+func TestReadTaskFileRefusesWhatIsNotARegularFileInside(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	write := func(p, s string) {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(root, "ok"), "hello")
+	write(filepath.Join(root, "big"), strings.Repeat("x", 100))
+	write(filepath.Join(outside, "secret"), "s3cret")
+	for _, l := range [][2]string{{filepath.Join(outside, "secret"), "out"}, {"/dev/urandom", "rand"}, {"/nonexistent", "dangling"}} {
+		if err := os.Symlink(l[0], filepath.Join(root, l[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mkfifo(filepath.Join(root, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	roots := []string{ResolvePath(root)}
+	if data, err := ReadTaskFile(filepath.Join(root, "ok"), roots, 10); err != nil || string(data) != "hello" {
+		t.Fatalf("ok: %q, %v", data, err)
+	}
+	for name, want := range map[string]error{"big": ErrInvalidConfig, "out": ErrPolicyViolation, "rand": ErrPolicyViolation, "fifo": ErrInvalidConfig, "dangling": fs.ErrNotExist} {
+		data, err := ReadTaskFile(filepath.Join(root, name), roots, 10)
+		if !errors.Is(err, want) || data != nil || (err != nil && strings.Contains(err.Error(), "s3cret")) {
+			t.Errorf("%s: %q, %v; want %v", name, data, err, want)
+		}
+	}
+	// Without roots, a device is still refused by its type.
+	if _, err := ReadTaskFile(filepath.Join(root, "rand"), nil, 10); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "character device") {
+		t.Errorf("rand without roots: %v", err)
 	}
 }

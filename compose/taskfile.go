@@ -72,8 +72,11 @@ func ReadTaskFile(path string, roots []string, max int64) ([]byte, error) {
 		return nil, errdefs.Wrap(ErrInvalidConfig, err, "read "+path)
 	}
 	defer f.Close()
-	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil, notRegular(path, fi.Mode())
+	if fi, err = f.Stat(); err != nil {
+		return nil, errdefs.Wrap(ErrInvalidConfig, err, "read "+path)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, notRegular(path, fi.Mode()) // swapped since the Lstat
 	}
 	if fi.Size() > max {
 		return nil, errdefs.New(ErrInvalidConfig, fmt.Sprintf("read %s: larger than the %s limit", path, byteSize(max)))
@@ -209,6 +212,9 @@ func readIgnore(dir, dockerfile string, roots []string) (*patternmatcher.Pattern
 			continue
 		}
 		data, err := ReadTaskFile(c, roots, MaxDockerignoreSize)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, errdefs.Wrap(ErrInvalidConfig, err, "read "+c+": a symlink to nothing")
+		}
 		if err != nil {
 			return nil, nil, err
 		}
