@@ -95,7 +95,7 @@ func TestErrorStatusMatchesOpenAPI(t *testing.T) {
 	}
 	for _, cat := range []error{errdefs.ErrInvalidConfig, errdefs.ErrPolicyViolation, errdefs.ErrPrerequisite,
 		errdefs.ErrNotFound, errdefs.ErrIsDirectory, errdefs.ErrPermission, errdefs.ErrTimeout,
-		errdefs.ErrOutputLimit, errdefs.ErrUnavailable, errdefs.ErrConflict, errors.New("boom")} {
+		errdefs.ErrOutputLimit, errdefs.ErrUnavailable, errdefs.ErrConflict, errdefs.ErrBuildFailed, errors.New("boom")} {
 		kind := orchestrator.ErrorKind(cat)
 		if _, ok := StatusByKind[kind]; !ok {
 			t.Errorf("library kind %s has no HTTP status", kind)
@@ -103,6 +103,11 @@ func TestErrorStatusMatchesOpenAPI(t *testing.T) {
 	}
 	if got := errorBody(&orchestrator.ExecError{Result: orchestrator.ExecResult{ExitCode: 137, Stdout: []byte{0xff}}, Err: errdefs.ErrTimeout}); got.Kind != "timeout" || got.Detail["result"].(ExecResult).Stdout[0] != 0xff || statusOf(got.Kind) != http.StatusGatewayTimeout {
 		t.Errorf("exec timeout body = %+v", got)
+	}
+	build := fmt.Errorf("task init: %w", &orchestrator.BuildError{Image: "cbx-t-web:1", Step: "Step 2/3 : RUN make", Message: "returned a non-zero code: 2", Log: "make: *** no rule"})
+	if got := errorBody(build); got.Kind != "build_failed" || got.Detail["step"] != "Step 2/3 : RUN make" || got.Detail["log"] != "make: *** no rule" ||
+		got.Detail["image"] != "cbx-t-web:1" || statusOf(got.Kind) != http.StatusUnprocessableEntity {
+		t.Errorf("build failure body = %+v", got)
 	}
 }
 

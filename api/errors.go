@@ -31,6 +31,7 @@ var StatusByKind = map[string]int{
 	"internal":          http.StatusInternalServerError,
 	"unavailable":       http.StatusServiceUnavailable,
 	"timeout":           http.StatusGatewayTimeout,
+	"build_failed":      http.StatusUnprocessableEntity,
 }
 
 // Error is the body of every failed request, and the error of a stream's error event.
@@ -57,8 +58,12 @@ func errorBody(err error) Error {
 	}
 	body := Error{Kind: kind, Message: err.Error()}
 	var ee *orchestrator.ExecError
-	if errors.As(err, &ee) {
+	var be *orchestrator.BuildError
+	switch {
+	case errors.As(err, &ee):
 		body.Detail = map[string]any{"result": execResultOf(ee.Result)}
+	case errors.As(err, &be):
+		body.Detail = map[string]any{"image": be.Image, "step": be.Step, "log": be.Log}
 	}
 	return body
 }

@@ -1,11 +1,15 @@
 package compose
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,9 +21,13 @@ import (
 // build contexts, Dockerfiles, additional contexts, env and label files, extends, seccomp
 // profiles, secret and config files, include paths, directories and env files, volume bind
 // devices, watch paths), each given a hostile value: absolute paths, "..", symlinks out of the
-// task directory, to / and dangling, /dev/null, ~, variables. Its invariant: whatever loads,
-// passes the policy and normalises has every host path inside the task directory (or an extra
-// root the policy names) or /dev/null, and nothing read from outside it. Run it with
+// task directory, to / and dangling, /dev/null, ~, variables, FIFOs, and build contexts that
+// hold FIFOs, devices (when the fuzzer runs as root), sockets and symlinks out of the task, or
+// whose ignore file is a FIFO or /dev/urandom. Its invariant: whatever loads, passes the policy
+// and normalises has every host path inside the task directory (or an extra root the policy
+// names) or /dev/null, and nothing read from outside it; planning its images and reading its
+// builds' inputs end quickly, refuse every special file with a typed error, and read nothing
+// from outside the task. Run it with
 //
 //	go test ./compose -run '^$' -fuzz FuzzPolicyHostPaths -fuzztime 5m
 //
@@ -63,6 +71,7 @@ func FuzzPolicyHostPaths(f *testing.F) {
 			}
 		}
 	}
+	plantSpecialFiles(f, root, outside)
 	for link, target := range map[string]string{
 		"link-out": outside, "link-root": "/", "link-up": "..", "dangling": "/nonexistent/target",
 		"sub/up": "../..", "link-env": filepath.Join(outside, "leak.env"), "link-extra": extra,
@@ -80,6 +89,9 @@ func FuzzPolicyHostPaths(f *testing.F) {
 		"sub/up/outside", "link-env", "link-extra/x", "link-extra", extra, filepath.Join(extra, "d"),
 		"~", "~/x", "${OUT}/leak.env", "${OUT}", "${ROOT}/data", "${UNSET_VAR:-/etc}", "$${X}", "${UNSET_VAR}",
 		"${OUT}/${COMPOSE_PROJECT_NAME}.yaml", "../${COMPOSE_PROJECT_NAME}/data", "${UNSET_VAR:-../outside}/base.yaml",
+		// Special files (plantSpecialFiles): contexts, Dockerfiles and env files.
+		"ctx-fifo", "ctx-device", "ctx-socket", "ctx-links", "ctx-fifo-ignore", "ctx-urandom-ignore", "ctx-outside-ignore",
+		"ctx-excluded-fifo", "fifo", "link-urandom", "ctx-fifo/pipe",
 	}
 	policies := []Policy{
 		DefaultPolicy(),
@@ -95,6 +107,13 @@ func FuzzPolicyHostPaths(f *testing.F) {
 	f.Add([]byte{0, 6, 42, 4, 43, 1, 45, 0, 33})
 	f.Add([]byte{4, 7, 48, 5, 16, 0, 49})
 	f.Add([]byte{5, 7, 14, 6, 31, 11, 20})
+	// Build contexts, Dockerfiles and env files among the special files.
+	special := byte(slices.Index(values, "ctx-fifo"))
+	for i := range byte(11) {
+		f.Add([]byte{0, 2, special + i})
+		f.Add([]byte{0, 2, 4, 3, special + i})
+		f.Add([]byte{1, 5, special + i})
+	}
 	opts := LoadOptions{Environment: map[string]string{"OUT": outside, "ROOT": root, BaseImageEnv: "composebox/base:fuzz"}}
 	created := time.Unix(1_800_000_000, 0)
 	rootResolved := ResolvePath(root)
@@ -160,7 +179,96 @@ func FuzzPolicyHostPaths(f *testing.F) {
 		if err := p.RecheckHostPaths(n); err != nil {
 			t.Fatalf("re-check of an unchanged tree: %v", err)
 		}
+		checkBuildInputs(t, n, p, text)
 	})
+}
+
+// plantSpecialFiles makes the task's hostile build inputs: contexts holding a FIFO, a device
+// (as root only), a socket, symlinks out of the task; ignore files that are a FIFO, a symlink
+// to /dev/urandom or to a file outside; and a FIFO and a /dev/urandom link at the top.
+func plantSpecialFiles(f *testing.F, root, outside string) {
+	mk := func(dir string, files map[string]string) string {
+		d := filepath.Join(root, dir)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			f.Fatal(err)
+		}
+		for name, content := range files {
+			if err := os.WriteFile(filepath.Join(d, name), []byte(content), 0o644); err != nil {
+				f.Fatal(err)
+			}
+		}
+		return d
+	}
+	df := map[string]string{"Dockerfile": "FROM scratch\nCOPY . /\n"}
+	fifo := func(p string) {
+		if err := syscall.Mkfifo(p, 0o644); err != nil {
+			f.Fatal(err)
+		}
+	}
+	link := func(target, p string) {
+		if err := os.Symlink(target, p); err != nil {
+			f.Fatal(err)
+		}
+	}
+	fifo(filepath.Join(mk("ctx-fifo", df), "pipe"))
+	if d := mk("ctx-device", df); os.Geteuid() == 0 {
+		if err := syscall.Mknod(filepath.Join(d, "null"), syscall.S_IFCHR|0o666, 1<<8|3); err != nil {
+			f.Fatal(err)
+		}
+	}
+	// A socket's path is bounded (108 bytes): bind it from inside its directory.
+	sockDir := mk("ctx-socket", df)
+	if wd, err := os.Getwd(); err == nil {
+		if err := os.Chdir(sockDir); err == nil {
+			if ln, err := net.Listen("unix", "sock"); err == nil {
+				f.Cleanup(func() { ln.Close() })
+			}
+			_ = os.Chdir(wd)
+		}
+	}
+	links := mk("ctx-links", df)
+	link(filepath.Join(outside, "leak.env"), filepath.Join(links, "leak"))
+	link("/dev/urandom", filepath.Join(links, "urandom"))
+	link("/", filepath.Join(links, "root"))
+	fifo(filepath.Join(mk("ctx-fifo-ignore", df), ".dockerignore"))
+	link("/dev/urandom", filepath.Join(mk("ctx-urandom-ignore", df), ".dockerignore"))
+	link(filepath.Join(outside, "leak.env"), filepath.Join(mk("ctx-outside-ignore", df), ".dockerignore"))
+	fifo(filepath.Join(mk("ctx-excluded-fifo", map[string]string{"Dockerfile": "FROM scratch\n", ".dockerignore": "pipe\n"}), "pipe"))
+	fifo(filepath.Join(root, "fifo"))
+	link("/dev/urandom", filepath.Join(root, "link-urandom"))
+}
+
+// checkBuildInputs plans the images of a project that passed the policy and reads each build's
+// inputs: each must end within seconds (a FIFO opened for reading blocks for ever, /dev/urandom
+// never ends), refuse what it refuses with a typed error, and carry nothing from outside.
+func checkBuildInputs(t *testing.T, proj *types.Project, p Policy, text []byte) {
+	roots := p.TaskRoots(proj.WorkingDir)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := PlanImagesContext(ctx, proj, "fuzz", PlanOptions{Roots: roots})
+		for _, name := range proj.ServiceNames() {
+			if b := proj.Services[name].Build; err == nil && b != nil && !isRemoteContext(b.Context) {
+				_, err = ReadBuildInput(ctx, b, roots)
+			}
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, ErrInvalidConfig) && !errors.Is(err, ErrPolicyViolation) {
+			t.Fatalf("build inputs: error is neither category: %v\n%s", err, text)
+		}
+		if strings.Contains(err.Error(), marker) {
+			t.Fatalf("build inputs: the error carries content from outside the task:\n%v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("planning the images hung on\n%s", text)
+	}
 }
 
 type fuzzPath struct{ field, path string }

@@ -1,10 +1,10 @@
 package compose
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -14,10 +14,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/compose-spec/compose-go/v2/types"
-	"github.com/moby/patternmatcher"
-	"github.com/moby/patternmatcher/ignorefile"
 
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/errdefs"
@@ -59,12 +58,26 @@ type ImagePlan struct {
 // hashVersion changes whenever what goes into the hash changes, so old tags are not reused.
 const hashVersion = "composebox build hash v1"
 
-// PlanImages lists the images proj needs: a content-hash tag for every service with a build
-// section (its image: name, if any, is not used: samples run the tag), and the images the
-// other services name. The hash covers the build context as the builder sees it (.dockerignore
-// applied), the Dockerfile, and every build setting (args, target, labels, ...). Errors are
-// ErrInvalidConfig.
+// PlanImages is PlanImagesContext without cancellation or task roots.
 func PlanImages(proj *types.Project, task string) (ImagePlan, error) {
+	return PlanImagesContext(context.Background(), proj, task, PlanOptions{})
+}
+
+// PlanOptions configures PlanImagesContext.
+type PlanOptions struct {
+	// Roots are the directories the builds' files may come from (Policy.TaskRoots); empty
+	// means each build's own context and Dockerfile directory (BuildRoots).
+	Roots []string
+}
+
+// PlanImagesContext lists the images proj needs: a content-hash tag for every service with a
+// build section (its image: name, if any, is not used: samples run the tag), and the images the
+// other services name. The hash covers the build context as the builder sees it (.dockerignore
+// applied), the Dockerfile, and every build setting (args, target, labels, ...). The files are
+// read as ReadBuildInput reads them: a Dockerfile or ignore file that is not a regular file
+// inside the roots, or a context holding a FIFO, device or socket, is refused. Errors are
+// ErrInvalidConfig (ErrPolicyViolation for a file outside the roots); a cancelled ctx stops it.
+func PlanImagesContext(ctx context.Context, proj *types.Project, task string, opts PlanOptions) (ImagePlan, error) {
 	var plan ImagePlan
 	if proj == nil {
 		return plan, errdefs.New(ErrInvalidConfig, "plan images: no project given")
@@ -80,7 +93,7 @@ func PlanImages(proj *types.Project, task string) (ImagePlan, error) {
 			existing[s.Image] = true
 			continue
 		}
-		bp, err := planBuild(proj, name, s, task)
+		bp, err := planBuild(ctx, proj, name, s, task, opts.Roots)
 		bp.Build = copied.Services[name].Build
 		if err != nil {
 			return plan, err
@@ -91,7 +104,7 @@ func PlanImages(proj *types.Project, task string) (ImagePlan, error) {
 	return plan, nil
 }
 
-func planBuild(proj *types.Project, name string, s types.ServiceConfig, task string) (BuildPlan, error) {
+func planBuild(ctx context.Context, proj *types.Project, name string, s types.ServiceConfig, task string, roots []string) (BuildPlan, error) {
 	b := *s.Build
 	args := map[string]string{}
 	for k, v := range b.Args {
@@ -126,22 +139,29 @@ func planBuild(proj *types.Project, name string, s types.ServiceConfig, task str
 	fmt.Fprintf(h, "settings %d\n%s\n", len(js), js)
 
 	fail := func(err error) (BuildPlan, error) {
+		if ctx.Err() != nil {
+			return BuildPlan{}, fmt.Errorf("plan image for service %q: %w", name, ctx.Err())
+		}
+		if errdefs.Kind(err) != "internal" {
+			return BuildPlan{}, fmt.Errorf("plan image for service %q: %w", name, err)
+		}
 		return BuildPlan{}, errdefs.Wrap(ErrInvalidConfig, err, fmt.Sprintf("plan image for service %q", name))
 	}
 	if isRemoteContext(b.Context) {
 		fmt.Fprintf(h, "remote context %q dockerfile %q\n", b.Context, b.Dockerfile)
 	} else {
-		df := ""
-		if b.DockerfileInline == "" {
-			df = DockerfilePath(&b)
-			if rel, err := filepath.Rel(b.Context, df); err == nil && filepath.IsLocal(rel) {
-				fmt.Fprintf(h, "dockerfile %q\n", filepath.ToSlash(rel))
-			}
-			if err := hashFile(h, "dockerfile content", df); err != nil {
-				return fail(err)
-			}
+		in, err := ReadBuildInput(ctx, &b, roots)
+		if err != nil {
+			return fail(err)
 		}
-		if err := hashTree(h, b.Context, df); err != nil {
+		if b.DockerfileInline == "" {
+			if in.DockerfileName != "" {
+				fmt.Fprintf(h, "dockerfile %q\n", in.DockerfileName)
+			}
+			fmt.Fprintf(h, "dockerfile content %d\n", len(in.Dockerfile))
+			h.Write(in.Dockerfile)
+		}
+		if err := hashTree(ctx, h, b.Context, DockerfilePath(&b), b.DockerfileInline != "", roots); err != nil {
 			return fail(err)
 		}
 	}
@@ -149,7 +169,7 @@ func planBuild(proj *types.Project, name string, s types.ServiceConfig, task str
 		v := b.AdditionalContexts[k]
 		if fi, err := os.Stat(v); err == nil && fi.IsDir() && filepath.IsAbs(v) {
 			fmt.Fprintf(h, "additional context %q\n", k)
-			if err := hashTree(h, v, ""); err != nil {
+			if err := hashTree(ctx, h, v, "", false, roots); err != nil {
 				return fail(err)
 			}
 		}
@@ -175,8 +195,10 @@ func planBuild(proj *types.Project, name string, s types.ServiceConfig, task str
 	}, nil
 }
 
-func hashFile(h hash.Hash, what, path string) error {
-	f, err := os.Open(path)
+// hashFile writes a regular file of the context found by the walk. It is opened without
+// blocking, and its type checked again once open, in case it was swapped for a FIFO since.
+func hashFile(ctx context.Context, h hash.Hash, what, path string) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
 	}
@@ -185,8 +207,11 @@ func hashFile(h hash.Hash, what, path string) error {
 	if err != nil {
 		return err
 	}
+	if !fi.Mode().IsRegular() {
+		return notRegular(path, fi.Mode())
+	}
 	fmt.Fprintf(h, "%s %d\n", what, fi.Size())
-	if _, err := io.Copy(h, f); err != nil {
+	if _, err := io.Copy(h, ctxReader{ctx, io.LimitReader(f, fi.Size())}); err != nil {
 		return fmt.Errorf("read %s: %w", path, err)
 	}
 	return nil
@@ -194,42 +219,23 @@ func hashFile(h hash.Hash, what, path string) error {
 
 // hashTree writes every entry of the build context dir that the builder would receive: path,
 // type, permission bits, symlink target and content. Modification times are left out, so a
-// fresh checkout hashes like the original.
-func hashTree(h hash.Hash, dir, dockerfile string) error {
-	pm, err := ignoreMatcher(dir, dockerfile)
+// fresh checkout hashes like the original. inline says the Dockerfile is inline, so that only
+// the context's own ignore file applies.
+func hashTree(ctx context.Context, h hash.Hash, dir, dockerfile string, inline bool, roots []string) error {
+	if inline {
+		dockerfile = ""
+	}
+	if len(roots) == 0 {
+		roots = []string{ResolvePath(dir)}
+		if dockerfile != "" {
+			roots = append(roots, ResolvePath(filepath.Dir(dockerfile)))
+		}
+	}
+	pm, _, err := readIgnore(dir, dockerfile, roots)
 	if err != nil {
 		return err
 	}
-	infos := map[string]patternmatcher.MatchInfo{}
-	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, path)
-		if err != nil || rel == "." {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if pm != nil {
-			parent := infos[filepath.ToSlash(filepath.Dir(rel))]
-			excluded, info, err := pm.MatchesUsingParentResults(rel, parent)
-			if err != nil {
-				return fmt.Errorf("match .dockerignore: %w", err)
-			}
-			if d.IsDir() {
-				infos[rel] = info
-			}
-			if excluded {
-				if d.IsDir() && !pm.Exclusions() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
+	return walkContext(ctx, dir, pm, func(rel, path string, fi fs.FileInfo) error {
 		mode := fi.Mode()
 		switch {
 		case mode.IsDir():
@@ -240,45 +246,22 @@ func hashTree(h hash.Hash, dir, dockerfile string) error {
 				return err
 			}
 			fmt.Fprintf(h, "symlink %q %q\n", rel, target)
-		case mode.IsRegular():
-			if err := hashFile(h, fmt.Sprintf("file %q %o", rel, mode.Perm()), path); err != nil {
-				return err
-			}
 		default:
-			fmt.Fprintf(h, "special %q %v\n", rel, mode.Type())
+			return hashFile(ctx, h, fmt.Sprintf("file %q %o", rel, mode.Perm()), path)
 		}
 		return nil
 	})
 }
 
-// ignoreMatcher reads <Dockerfile>.dockerignore next to the Dockerfile if there is one, as
-// BuildKit does, else .dockerignore at the context root. nil means nothing is ignored.
-func ignoreMatcher(dir, dockerfile string) (*patternmatcher.PatternMatcher, error) {
-	candidates := []string{filepath.Join(dir, ".dockerignore")}
-	if dockerfile != "" {
-		candidates = append([]string{dockerfile + ".dockerignore"}, candidates...)
+// ctxReader stops a long read (a large file of a build context) once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
 	}
-	for _, c := range candidates {
-		f, err := os.Open(c)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		patterns, err := ignorefile.ReadAll(f)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", c, err)
-		}
-		if len(patterns) == 0 {
-			return nil, nil
-		}
-		pm, err := patternmatcher.New(patterns)
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", c, err)
-		}
-		return pm, nil
-	}
-	return nil, nil
+	return c.r.Read(p)
 }

@@ -84,6 +84,10 @@ type Policy struct {
 	// addresses (the gateway, docker0, every interface). Without it the host firewall drops that
 	// traffic, and a host where the firewall cannot be set up refuses to start samples.
 	AllowHostAccess bool `json:"allow_host_access,omitempty" yaml:"allow_host_access,omitempty"`
+	// AllowAddURL (add-url) permits ADD of a URL in a Dockerfile, which the daemon fetches from
+	// the host's network. A URL whose host is loopback, link-local, private or one of the
+	// host's own addresses stays denied.
+	AllowAddURL bool `json:"allow_add_url,omitempty" yaml:"allow_add_url,omitempty"`
 	// AllowCapabilities lists capabilities permitted in cap_add beyond Docker's default set
 	// (with or without CAP_, any case); "ALL" permits every capability.
 	AllowCapabilities []string `json:"allow_capabilities,omitempty" yaml:"allow_capabilities,omitempty"`
@@ -135,6 +139,7 @@ var allowKinds = []allowKind{
 	{"any-mount", "host paths from anywhere (the docker socket excepted)", func(p *Policy) *bool { return &p.AllowAnyMount }},
 	{"public-ports", "published ports on a host address other than loopback", func(p *Policy) *bool { return &p.AllowPublicPorts }},
 	{"host-access", "traffic from samples and builds to the host's own addresses", func(p *Policy) *bool { return &p.AllowHostAccess }},
+	{"add-url", "ADD of a URL in a Dockerfile (never to the host's own, loopback, link-local or private addresses)", func(p *Policy) *bool { return &p.AllowAddURL }},
 }
 
 // AllowKinds lists the opt-in names `--allow KIND` accepts, in a stable order.

@@ -25,6 +25,7 @@ var (
 	ErrOutputLimit     = errdefs.ErrOutputLimit
 	ErrUnavailable     = errdefs.ErrUnavailable
 	ErrConflict        = errdefs.ErrConflict
+	ErrBuildFailed     = errdefs.ErrBuildFailed
 )
 
 // ErrNotRegularFile is what ReadFile of a FIFO, a device or a socket gives, with
@@ -36,9 +37,13 @@ var ErrNotRegularFile = sandboxio.ErrNotRegularFile
 // It is an ErrPrerequisite; the policy's host-access (--allow host-access) is the opt-out.
 var ErrHostFirewall = lifecycle.ErrHostFirewall
 
+// BuildError is a task image's build that failed at a step of its Dockerfile: errors.As gives
+// the step and the tail of the build log. It matches ErrBuildFailed.
+type BuildError = errdefs.BuildError
+
 // ErrorKind is the machine-readable kind of err, as the CLI prints it: invalid_config,
 // policy_violation, prerequisite, not_found, is_a_directory, permission_denied, timeout,
-// output_limit, unavailable, conflict, or internal.
+// output_limit, unavailable, conflict, build_failed, or internal.
 func ErrorKind(err error) string { return errdefs.Kind(err) }
 
 // engineLost marks err as ErrUnavailable when it says the engine could not be reached (a

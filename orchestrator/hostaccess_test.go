@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/composebox/composebox/cleanup/labels"
@@ -27,9 +26,12 @@ import (
 // reach the host's own services and other samples' published ports. Host servers bound in the
 // test process log every request, so that "nothing arrived" is asserted, not assumed.
 
-// hostServer is an HTTP server of the host that logs every request it gets.
+// hostServer is an HTTP server of the host that logs every request it gets. It serves a
+// secret at every path and answers like a registry would begin to, so that a pull would go on
+// far enough to be seen.
 type hostServer struct {
 	port int
+	addr string // host:port
 	mu   sync.Mutex
 	got  []string
 }
@@ -47,11 +49,12 @@ func serveHost(t *testing.T, addr string) *hostServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &hostServer{port: l.Addr().(*net.TCPAddr).Port}
+	h := &hostServer{port: l.Addr().(*net.TCPAddr).Port, addr: l.Addr().String()}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
-		h.got = append(h.got, r.RemoteAddr+" "+r.Host+r.URL.Path)
+		h.got = append(h.got, r.RemoteAddr+" "+r.Method+" "+r.Host+r.URL.String())
 		h.mu.Unlock()
+		w.Header().Set("Docker-Distribution-API-Version", "registry/2.0")
 		_, _ = io.WriteString(w, "host-secret\n")
 	}), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(l) }()
@@ -359,7 +362,7 @@ services:
         RUN echo %s; %s true
     command: ["tail", "-f", "/dev/null"]
 `, compose.NewSampleID(), strings.ReplaceAll(script.String(), "$", "$$"))
-		t.Cleanup(func() { removeTaskImages(t, o, name) })
+		removeTaskImages(t, o, name)
 		task, err := o.TaskInit(t.Context(), orchestrator.TaskSpec{Name: name, YAML: []byte(yml), Policy: p})
 		if task != nil {
 			t.Cleanup(func() { _ = task.Cleanup(context.Background()) })
@@ -379,20 +382,5 @@ services:
 	}
 	if len(srv.requests()) == 0 {
 		t.Error("with host-access the build reached nothing either: the test cannot tell")
-	}
-}
-
-// removeTaskImages removes the images built for the task.
-func removeTaskImages(t *testing.T, o *orchestrator.Orchestrator, task string) {
-	ctx := context.Background()
-	imgs, err := o.Client().ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labels.LabelTask+"="+task))})
-	if err != nil {
-		t.Errorf("list the images of %s: %v", task, err)
-		return
-	}
-	for _, img := range imgs {
-		if _, err := o.Client().ImageRemove(ctx, img.ID, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil {
-			t.Errorf("remove image %s of %s: %v", img.ID, task, err)
-		}
 	}
 }

@@ -316,7 +316,8 @@ func SampleDir(stateDir, project string) string {
 }
 
 func (t *Task) prepareImages(ctx context.Context) error {
-	plan, err := compose.PlanImages(t.project, t.name)
+	roots := t.policy.TaskRoots(t.project.WorkingDir)
+	plan, err := compose.PlanImagesContext(ctx, t.project, t.name, compose.PlanOptions{Roots: roots})
 	if err != nil {
 		return err
 	}
@@ -333,7 +334,8 @@ func (t *Task) prepareImages(ctx context.Context) error {
 			}
 		} else {
 			start := time.Now()
-			built, err := t.o.engine.Build(ctx, svc, lifecycle.BuildOptions{Tag: b.Tag, Labels: lbl, Limit: t.o.buildLimit, HostAccess: t.policy.AllowHostAccess})
+			built, err := t.o.engine.Build(ctx, svc, lifecycle.BuildOptions{Tag: b.Tag, Labels: lbl, Limit: t.o.buildLimit,
+				Roots: roots, AllowAddURL: t.policy.AllowAddURL, HostAccess: t.policy.AllowHostAccess})
 			if err != nil {
 				return err
 			}

@@ -34,13 +34,16 @@ var (
 	ErrOutputLimit     = &category{kind: "output_limit", msg: "output limit exceeded"}
 	ErrUnavailable     = &category{kind: "unavailable", msg: "unavailable"}
 	ErrConflict        = &category{kind: "conflict", msg: "conflict"}
+	// ErrBuildFailed is a build of a task's image that the engine ran and that failed at one of
+	// the Dockerfile's steps: the task's fault, not composebox's. Its errors are *BuildError.
+	ErrBuildFailed = &category{kind: "build_failed", msg: "build failed"}
 )
 
 // ordered from most to least specific, so that an error wrapping two categories reports the
 // one a user can act on.
 var all = []*category{
 	ErrPolicyViolation, ErrInvalidConfig, ErrPrerequisite, ErrTimeout, ErrOutputLimit,
-	ErrIsDirectory, ErrPermission, ErrNotFound, ErrUnavailable, ErrConflict,
+	ErrBuildFailed, ErrIsDirectory, ErrPermission, ErrNotFound, ErrUnavailable, ErrConflict,
 }
 
 // Kind names the category of err for the CLI and JSON output: the kind of its category, or
@@ -88,3 +91,31 @@ func New(cat error, msg string) error { return &Error{Category: cat, Msg: msg} }
 func Wrap(cat error, cause error, msg string) error {
 	return &Error{Category: cat, Msg: msg, Cause: cause}
 }
+
+// BuildError is a build that the engine ran and that failed: which image, at which step, and
+// the tail of the build's log. It matches ErrBuildFailed.
+type BuildError struct {
+	// Image is the reference being built.
+	Image string
+	// Step is the step that failed as the builder announced it ("Step 3/5 : RUN make"), or ""
+	// when the build failed before its first step.
+	Step string
+	// Message is the engine's reason.
+	Message string
+	// Log is the tail of the build's output, up to a few kB.
+	Log string
+}
+
+func (e *BuildError) Error() string {
+	msg := "build image " + e.Image
+	if e.Step != "" {
+		msg += ": " + e.Step
+	}
+	msg += ": " + e.Message
+	if e.Log != "" {
+		msg += " (build log: " + e.Log + ")"
+	}
+	return msg
+}
+
+func (e *BuildError) Unwrap() error { return ErrBuildFailed }

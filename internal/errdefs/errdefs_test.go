@@ -49,6 +49,7 @@ func TestKind(t *testing.T) {
 		{New(ErrOutputLimit, "x"), "output_limit"},
 		{New(ErrUnavailable, "x"), "unavailable"},
 		{New(ErrConflict, "x"), "conflict"},
+		{fmt.Errorf("prepare images: %w", &BuildError{Image: "i", Step: "Step 2/2 : RUN false", Message: "exit 1"}), "build_failed"},
 		{errors.New("boom"), "internal"},
 		{Wrap(ErrPolicyViolation, New(ErrInvalidConfig, "inner"), "outer"), "policy_violation"},
 	}

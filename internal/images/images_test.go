@@ -1,6 +1,8 @@
 package images_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -8,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+
 	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/internal/images"
 	"github.com/composebox/composebox/internal/images/imagespec"
 	"github.com/composebox/composebox/internal/testutil"
@@ -125,5 +131,116 @@ func TestTagIsContentAddressed(t *testing.T) {
 	}
 	if a.Tag() != a.Tag() {
 		t.Error("tag is not deterministic")
+	}
+}
+
+// buildMarker is a label unique to one test, put on every image its Dockerfile's steps commit.
+func buildMarker(t *testing.T) string {
+	return fmt.Sprintf("dev.composebox.test-build=%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())
+}
+
+func TestFailedBuildIsBuildFailedAndLeavesNoImage(t *testing.T) {
+	c := testutil.Docker(t)
+	base := testutil.BaseImage(t)
+	baseID, err := c.ImageInspect(t.Context(), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := buildMarker(t)
+	testutil.RemoveLabelledImages(t, c, marker)
+	// The failing step prints what the builder prints for a committed step, naming the base
+	// image: a build's output must not make composebox remove an image it did not make.
+	fake := strings.TrimPrefix(baseID.ID, "sha256:")[:12]
+	spec := imagespec.Spec{
+		Repository: "composebox/test-failing",
+		Dockerfile: "FROM " + base + "\nLABEL " + marker + "\nRUN echo one > /one\nENV X=1\n" +
+			"RUN echo ' ---> " + fake + "'; echo boom-output >&2; exit 3\n",
+		Labels: map[string]string{labels.LabelManaged: "true", labels.LabelTask: "test"},
+	}
+	testutil.RemoveImage(t, c, spec.Tag())
+	_, _, err = images.NewBuilder(c).Ensure(t.Context(), spec)
+	var be *errdefs.BuildError
+	if !errors.As(err, &be) || !errors.Is(err, errdefs.ErrBuildFailed) || errdefs.Kind(err) != "build_failed" {
+		t.Fatalf("err = %v (kind %s), want a BuildError of kind build_failed", err, errdefs.Kind(err))
+	}
+	if !strings.Contains(be.Step, "RUN echo ' ---> ") || !strings.HasPrefix(be.Step, "Step ") {
+		t.Errorf("step = %q, want the failing RUN step", be.Step)
+	}
+	if !strings.Contains(be.Log, "boom-output") || !strings.Contains(be.Message, "3") {
+		t.Errorf("message %q, log %q: want the exit code and the step's output", be.Message, be.Log)
+	}
+	if left := testutil.LabelledImages(t, c, marker); len(left) > 0 {
+		t.Errorf("the failed build left %d images behind: %v", len(left), left)
+	}
+	if _, err := c.ImageInspect(t.Context(), baseID.ID); err != nil {
+		t.Errorf("the base image is gone after a build printed its ID: %v", err)
+	}
+}
+
+func TestCancelledBuildStopsAndLeavesNoImage(t *testing.T) {
+	c := testutil.Docker(t)
+	marker := buildMarker(t)
+	testutil.RemoveLabelledImages(t, c, marker)
+	spec := imagespec.Spec{
+		Repository: "composebox/test-cancelled",
+		Dockerfile: "FROM " + testutil.BaseImage(t) + "\nLABEL " + marker + "\nRUN sleep 120\n",
+		Labels:     map[string]string{labels.LabelManaged: "true", labels.LabelTask: "test"},
+	}
+	testutil.RemoveImage(t, c, spec.Tag())
+	t.Cleanup(func() { // the step's container, should the builder leave it
+		list, _ := c.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", marker))})
+		for _, ctr := range list {
+			_ = c.ContainerRemove(context.Background(), ctr.ID, container.RemoveOptions{Force: true})
+		}
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, _, err := images.NewBuilder(c).Ensure(ctx, spec); done <- err }()
+
+	// The RUN step's container carries the label of the image it runs on (the LABEL step's).
+	running := func() bool {
+		list, _ := c.ContainerList(t.Context(), container.ListOptions{Filters: filters.NewArgs(filters.Arg("label", marker))})
+		for _, ctr := range list {
+			if strings.Contains(ctr.Command, "sleep") {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(60 * time.Second); !running(); {
+		select {
+		case err := <-done:
+			t.Fatalf("build ended before its RUN step ran: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the build's RUN step never started")
+		}
+	}
+	cancel()
+	start := time.Now()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v, want context.Canceled", err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("the build stopped %v after its ctx was cancelled, want at most 2s", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a cancelled build did not stop within 10s")
+	}
+	// The daemon stops the step once its client has gone; nothing the build made stays.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		imgs := testutil.LabelledImages(t, c, marker)
+		if len(imgs) == 0 && !running() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after cancellation: images %v left, step still running %v", imgs, running())
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

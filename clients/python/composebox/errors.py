@@ -117,9 +117,23 @@ class Unauthorized(ComposeboxError, PermissionError):
 
 class BuildFailed(ComposeboxError):
     """A task's image did not build: the engine ran its Dockerfile and a step failed (the
-    task's fault, not composebox's)."""
+    task's fault, not composebox's). ``image``, ``step`` (as the builder announced it, e.g.
+    "Step 3/5 : RUN make"; empty when the build failed before its first step) and ``log`` (the
+    tail of the build log) come from the server's detail."""
 
     kind = "build_failed"
+
+    @property
+    def image(self) -> str:
+        return str(self.detail.get("image") or "")
+
+    @property
+    def step(self) -> str:
+        return str(self.detail.get("step") or "")
+
+    @property
+    def log(self) -> str:
+        return str(self.detail.get("log") or "")
 
 
 class ServerError(ComposeboxError):

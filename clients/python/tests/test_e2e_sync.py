@@ -302,6 +302,29 @@ services:
         client.exec("cbx-nope-0000", ["true"], service="default")
 
 
+def test_build_failure_is_build_failed(client, task_name, tmp_path):
+    # A Dockerfile whose step fails: the server answers build_failed with the step and the
+    # tail of the build log, which the client raises as BuildFailed.
+    (tmp_path / "compose.yaml").write_text("""
+services:
+  default:
+    build:
+      context: .
+      args:
+        COMPOSEBOX_BASE_IMAGE: ${COMPOSEBOX_BASE_IMAGE}
+    command: ["tail", "-f", "/dev/null"]
+""")
+    (tmp_path / "Dockerfile").write_text(
+        "ARG COMPOSEBOX_BASE_IMAGE\nFROM ${COMPOSEBOX_BASE_IMAGE}\n"
+        "RUN echo python-e2e-output; exit 5\n")
+    with pytest.raises(composebox.BuildFailed) as info:
+        client.task_init(name=task_name, path=str(tmp_path))
+    e = info.value
+    assert e.kind == "build_failed" and e.status == 422
+    assert "RUN echo python-e2e-output; exit 5" in e.step
+    assert "python-e2e-output" in e.log
+
+
 def test_doctor_and_events(client, task_name):
     report = client.doctor()
     assert isinstance(report.ok, bool) and report.checks

@@ -47,6 +47,21 @@ def test_every_documented_kind_has_a_class():
         assert errors.KIND_TO_ERROR[kind].kind == kind
 
 
+def test_build_failed_carries_step_and_log():
+    # The body the server sends for a build that failed at a step (api/errors.go).
+    e = error_from_body(422, {"kind": "build_failed",
+                              "message": "build image cbx-t-web:1: Step 2/3 : RUN make: exit 2",
+                              "detail": {"image": "cbx-t-web:1", "step": "Step 2/3 : RUN make",
+                                         "log": "make: *** No rule"}})
+    assert type(e) is BuildFailed
+    assert not isinstance(e, PolicyViolation)
+    assert e.status == 422
+    assert e.image == "cbx-t-web:1"
+    assert e.step == "Step 2/3 : RUN make"
+    assert e.log == "make: *** No rule"
+    assert BuildFailed("no detail").step == ""
+
+
 def test_unknown_kind_keeps_its_name():
     e = error_from_body(418, {"kind": "teapot", "message": "brew: no"})
     assert type(e) is ComposeboxError
