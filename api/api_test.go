@@ -197,6 +197,15 @@ func TestSampleExecAndFiles(t *testing.T) {
 		}
 	}
 	ts.do(t, "GET", sb+"/dirs?path=/no/such/dir", nil, hdr).wantError(t, http.StatusNotFound, "not_found")
+	// A file is no directory, either way; and the archives stream through tar, leaving no
+	// staged copy in the container.
+	ts.do(t, "GET", sb+"/dirs?path=/tmp/up/a.txt", nil, hdr).wantError(t, http.StatusNotFound, "not_found")
+	ts.do(t, "PUT", sb+"/dirs?path=/tmp/up/a.txt", bytes.NewReader(tb.Bytes()), hdr).wantError(t, http.StatusNotFound, "not_found")
+	r = ts.do(t, "POST", sb+"/exec", jsonBody(t, ExecRequest{Cmd: []string{"sh", "-c", "ls -a /tmp; ls /tmp/up"}}), hdr)
+	r.json(t, &res)
+	if !strings.Contains(string(res.Stdout), "a.txt") || strings.Contains(string(res.Stdout), "composebox-") {
+		t.Errorf("/tmp after the directory transfers: %q", res.Stdout)
+	}
 
 	// Connection, sandboxes, listing.
 	r = ts.do(t, "GET", sb+"/connection", nil, hdr)

@@ -1,15 +1,11 @@
 package api
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/orchestrator"
 )
 
@@ -126,24 +122,6 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// Directories travel as tar, made and unpacked by tar inside the container, as the sandbox's
-// user (so its permissions apply, as for files). The archive passes through a file of the
-// container in both directions, because files stream with backpressure and bounded memory.
-const (
-	// dirPack exits 3 when the directory $1 is missing and 4 when it is not a directory, else
-	// archives it into $2.
-	dirPack = `test -e "$1" || exit 3; test -d "$1" || exit 4; tar -c -f "$2" -C "$1" .`
-	// dirExtract unpacks the uploaded archive $2 into $1, creating it, and removes the archive.
-	dirExtract = `mkdir -p "$1" && tar -x -f "$2" -C "$1"; rc=$?; rm -f "$2"; exit $rc`
-)
-
-// removeTemp removes a temporary archive, whatever became of the request.
-func removeTemp(ctx context.Context, sb *orchestrator.Sandbox, tmp string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	_, _ = sb.Exec(ctx, orchestrator.ExecRequest{Cmd: []string{"rm", "-f", tmp}})
-}
-
 func (s *Server) readDir(w http.ResponseWriter, r *http.Request) error {
 	path, err := pathParam(r, "read directory")
 	if err != nil {
@@ -154,28 +132,10 @@ func (s *Server) readDir(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer release()
-	op := fmt.Sprintf("read directory %s in %s", path, sb.Service())
-	tmp := "/tmp/.composebox-download-" + newID("") + ".tar"
-	defer removeTemp(r.Context(), sb, tmp)
-	res, err := sb.Exec(r.Context(), orchestrator.ExecRequest{Cmd: []string{"sh", "-c", dirPack, "sh", path, tmp}})
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	switch res.ExitCode {
-	case 0:
-	case 3:
-		return errdefs.New(errdefs.ErrNotFound, op+": no such directory")
-	case 4:
-		return errdefs.New(errdefs.ErrInvalidConfig, op+": not a directory")
-	default:
-		return commandError(op, "tar", res)
-	}
+	// Directories travel as tar, made and unpacked by tar inside the container as the sandbox's
+	// user (so its permissions apply, as for files), streamed both ways with no copy in between.
 	dw := newDeferredWriter(w, "application/x-tar", s.opts.WriteTimeout)
-	_, err = sb.ReadFileTo(r.Context(), tmp, dw, orchestrator.DefaultReadLimit)
-	if err != nil {
-		err = fmt.Errorf("%s: %w", op, err)
-	}
-	return dw.finish(err)
+	return dw.finish(sb.ReadDirTo(r.Context(), path, dw))
 }
 
 func (s *Server) writeDir(w http.ResponseWriter, r *http.Request) error {
@@ -188,34 +148,9 @@ func (s *Server) writeDir(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer release()
-	op := fmt.Sprintf("write directory %s in %s", path, sb.Service())
-	tmp := "/tmp/.composebox-upload-" + newID("") + ".tar"
-	if err := sb.WriteFileFrom(r.Context(), tmp, r.Body, r.ContentLength); err != nil {
-		removeTemp(r.Context(), sb, tmp)
-		return fmt.Errorf("%s: upload: %w", op, err)
-	}
-	res, err := sb.Exec(r.Context(), orchestrator.ExecRequest{Cmd: []string{"sh", "-c", dirExtract, "sh", path, tmp}})
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	if res.ExitCode != 0 {
-		return commandError(op, "tar", res)
+	if err := sb.WriteDirFrom(r.Context(), path, r.Body); err != nil {
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
-
-// commandError is a helper command that failed: a permission problem when its message says so,
-// else a missing tool (exit 126/127), else an internal error with its output.
-func commandError(op, tool string, res orchestrator.ExecResult) error {
-	msg := fmt.Sprintf("%s: %s exited %d: %s", op, tool, res.ExitCode, res.StderrText())
-	switch {
-	case res.ExitCode == 126 || res.ExitCode == 127:
-		return errdefs.New(errdefs.ErrPrerequisite, fmt.Sprintf("%s: the container has no usable %s (exit %d)", op, tool, res.ExitCode))
-	case bytesContain(res.Stderr, "Permission denied"):
-		return errdefs.New(errdefs.ErrPermission, msg)
-	}
-	return errors.New(msg)
-}
-
-func bytesContain(b []byte, s string) bool { return bytes.Contains(b, []byte(s)) }

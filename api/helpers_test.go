@@ -31,6 +31,8 @@ type testServer struct {
 	client *http.Client
 	base   string
 	token  string
+	// sock is the server's socket, for the tests that speak the wire themselves.
+	sock string
 }
 
 // startServer serves a new orchestrator (state in the test's temp dir) on a private Unix
@@ -74,7 +76,7 @@ func startServer(t *testing.T, opts Options) *testServer {
 		return d.DialContext(ctx, "unix", sock)
 	}}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &testServer{srv: srv, client: &http.Client{Transport: tr}, base: "http://composebox"}
+	return &testServer{srv: srv, client: &http.Client{Transport: tr}, base: "http://composebox", sock: sock}
 }
 
 // response is a finished request.

@@ -34,6 +34,7 @@ var routeTable = []route{
 	{"GET", "/v1/samples/{project}/sandboxes", (*Server).listSandboxes},
 	{"POST", "/v1/samples/{project}/sandboxes/{service}/exec", (*Server).exec},
 	{"POST", "/v1/samples/{project}/sandboxes/{service}/exec/stream", (*Server).execStream},
+	{"POST", "/v1/samples/{project}/sandboxes/{service}/exec/tty", (*Server).execTTY},
 	{"GET", "/v1/samples/{project}/sandboxes/{service}/files", (*Server).readFile},
 	{"PUT", "/v1/samples/{project}/sandboxes/{service}/files", (*Server).writeFile},
 	{"GET", "/v1/samples/{project}/sandboxes/{service}/dirs", (*Server).readDir},

@@ -23,7 +23,7 @@ import (
 // The sources, lowest precedence first:
 //   - the task's .env (inside the task directory);
 //   - LoadOptions.PassEnv: names read one by one from the process environment;
-//   - LoadOptions.Environment (-e KEY=VAL and --env-file FILE on the command line);
+//   - LoadOptions.Environment (--var KEY=VAL and --env-file FILE on the command line);
 //   - per-sample variables: SAMPLE_METADATA_* and LoadOptions.SampleEnv, set only when a file
 //     references them;
 //   - what composebox sets itself: COMPOSEBOX_BASE_IMAGE, and COMPOSE_PROJECT_NAME (the

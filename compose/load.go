@@ -39,7 +39,7 @@ const defaultStopGrace = "1s"
 // LoadOptions tune Load. The zero value loads with the task's .env alone, against
 // DefaultPolicy.
 type LoadOptions struct {
-	// Environment are variables for interpolation (on the command line, -e and --env-file).
+	// Environment are variables for interpolation (on the command line, --var and --env-file).
 	// They take precedence over PassEnv and the project's .env file.
 	Environment map[string]string
 	// PassEnv names variables read from the process environment, one by one (--pass-env). No

@@ -118,7 +118,7 @@ func TestLoadUnsetVariable(t *testing.T) {
 		t.Fatalf("%d warnings, want one per variable:\n%s", len(lines), logged.String())
 	}
 	for i, want := range [][]string{
-		{"level=WARN", "variable=CBX_OTHER", "compose.yaml line=6", `set_with="-e CBX_OTHER=VALUE, --env-file FILE or --pass-env CBX_OTHER"`},
+		{"level=WARN", "variable=CBX_OTHER", "compose.yaml line=6", `set_with="--var CBX_OTHER=VALUE, --env-file FILE or --pass-env CBX_OTHER"`},
 		{"variable=CBX_REGISTRY", "compose.yaml line=3"},
 		{"variable=CBX_TEST_SURELY_UNSET", "compose.yaml line=5", "--pass-env CBX_TEST_SURELY_UNSET"},
 	} {
@@ -140,7 +140,7 @@ func TestLoadUnsetVariable(t *testing.T) {
 	}
 	// When the blank value makes the file fail to load, the error names the variable too.
 	_, err := Load(t.Context(), FromYAML([]byte("services:\n  default:\n    image: ${CBX_IMAGE}\n"), t.TempDir()), LoadOptions{})
-	checkInvalid(t, err, "${CBX_IMAGE}: is not set and was left blank (inline compose YAML line 3)", "-e CBX_IMAGE=VALUE",
+	checkInvalid(t, err, "${CBX_IMAGE}: is not set and was left blank (inline compose YAML line 3)", "--var CBX_IMAGE=VALUE",
 		"neither an image nor a build context")
 }
 

@@ -499,7 +499,7 @@ func bindDevice(v types.VolumeConfig) (string, bool) {
 
 // variableFix says how to give composebox a variable.
 func variableFix(name string) string {
-	return fmt.Sprintf("-e %s=VALUE, --env-file FILE or --pass-env %s", name, name)
+	return fmt.Sprintf("--var %s=VALUE, --env-file FILE or --pass-env %s", name, name)
 }
 
 // VolumeString is a service volume as a policy violation shows it: source:target[:ro].

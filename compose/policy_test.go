@@ -225,7 +225,7 @@ func TestPolicyRunnerSecretsNotInterpolated(t *testing.T) {
 	if k, l, lbl := env(p.Services["default"], "K"), env(p.Services["default"], "L"), p.Services["default"].Labels["k"]; k != "" || l != "" || lbl != "none" {
 		t.Errorf("K = %q, L = %q, label k = %q; want both blank and the label's default", k, l, lbl)
 	}
-	for _, w := range []string{"variable=OPENAI_API_KEY", "compose.yaml line=4", "--pass-env OPENAI_API_KEY", "-e OPENAI_API_KEY=VALUE", "--env-file FILE"} {
+	for _, w := range []string{"variable=OPENAI_API_KEY", "compose.yaml line=4", "--pass-env OPENAI_API_KEY", "--var OPENAI_API_KEY=VALUE", "--env-file FILE"} {
 		if !strings.Contains(logged.String(), w) {
 			t.Errorf("warning %q does not contain %q", logged.String(), w)
 		}

@@ -46,6 +46,7 @@ a task that cannot be pooled says why in a "# warm pools: no" comment at the top
 			if path == "" && len(opts.flags.Files) == 0 {
 				path = "."
 			}
+			g.warnDeprecated(cmd, opts.flags.deprecations(false)...)
 			return runConfig(cmd.Context(), g, path, opts)
 		},
 	}

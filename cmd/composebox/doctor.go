@@ -39,6 +39,7 @@ keep samples of it (warn with the reason when not: its files reference per-sampl
 			if len(args) == 1 {
 				path = args[0]
 			}
+			g.warnDeprecated(cmd, opts.flags.deprecations(false)...)
 			return runDoctor(cmd, g, path, opts)
 		},
 	}

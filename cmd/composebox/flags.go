@@ -8,8 +8,36 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
+
+// deprecatedKey annotates a flag kept as an old spelling; its value is what to use instead.
+const deprecatedKey = "composebox-deprecated"
+
+// deprecate keeps flag name working as an old spelling of use, out of the help.
+func deprecate(f *pflag.FlagSet, name, use string) {
+	fl := f.Lookup(name)
+	fl.Hidden = true
+	fl.Usage = "deprecated: use " + use
+	if fl.Annotations == nil {
+		fl.Annotations = map[string][]string{}
+	}
+	fl.Annotations[deprecatedKey] = []string{use}
+}
+
+// warnDeprecated warns once for each old spelling the command line used, and for more: the
+// warnings that depend on a flag's value rather than its name.
+func (g *globals) warnDeprecated(cmd *cobra.Command, more ...string) {
+	cmd.Flags().Visit(func(fl *pflag.Flag) {
+		if use, ok := fl.Annotations[deprecatedKey]; ok {
+			g.log.Warn(fmt.Sprintf("%s --%s is deprecated: use %s", cmd.Name(), fl.Name, use[0]))
+		}
+	})
+	for _, m := range more {
+		g.log.Warn(cmd.Name() + " " + m)
+	}
+}
 
 // seconds is a duration flag that also takes a bare number as seconds, as compose's
 // --timeout does: --timeout 5 is five seconds, --timeout 1.5 or 300ms work too.

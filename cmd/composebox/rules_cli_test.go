@@ -22,15 +22,15 @@ func TestConfigComposeRules(t *testing.T) {
 	if n := strings.Count(strings.TrimSpace(errOut), "\n"); n != 0 || !strings.Contains(errOut,
 		`level=WARN msg="variable is not set, defaulting to a blank string" variable=CBX_REGISTRY`) ||
 		!strings.Contains(errOut, "unset-variable/compose.yaml line=5 ") || // its use, not the comment above that names it
-		!strings.Contains(errOut, `set_with="-e CBX_REGISTRY=VALUE, --env-file FILE or --pass-env CBX_REGISTRY"`) {
+		!strings.Contains(errOut, `set_with="--var CBX_REGISTRY=VALUE, --env-file FILE or --pass-env CBX_REGISTRY"`) {
 		t.Errorf("stderr, want one warning naming CBX_REGISTRY and its flags:\n%s", errOut)
 	}
 	if strings.Contains(errOut, "level=warning") || strings.Contains(errOut, "Defaulting to a blank string") {
 		t.Errorf("compose-go's logrus warning reached stderr:\n%s", errOut)
 	}
-	code, _, errOut = runConfigCLI(t, "config", dir("unset-variable"), "-e", "CBX_REGISTRY=")
+	code, _, errOut = runConfigCLI(t, "config", dir("unset-variable"), "--var", "CBX_REGISTRY=")
 	if code != exitOK || errOut != "" {
-		t.Errorf("with -e CBX_REGISTRY=: exit %d, stderr %q; want no warning", code, errOut)
+		t.Errorf("with --var CBX_REGISTRY=: exit %d, stderr %q; want no warning", code, errOut)
 	}
 	code, _, errOut = runConfigCLI(t, "config", filepath.Join(dir("unset-variable"), "required.yaml"))
 	if code != exitFailure || !strings.HasPrefix(errOut, "composebox: invalid_config: ") || !strings.Contains(errOut, "give the token with -e CBX_TOKEN=...") {

@@ -64,6 +64,7 @@ command's file edits land on the host. IMG must be present locally: composebox n
 				return err
 			}
 			opts.Image = img
+			g.warnDeprecated(cmd, opts.flags.deprecations(img != "")...)
 			if opts.Image == "" {
 				for _, f := range imageOnlyFlags {
 					if cmd.Flags().Changed(f) {
@@ -75,9 +76,9 @@ command's file edits land on the host. IMG must be present locally: composebox n
 			if path != "" || len(opts.flags.Files) > 0 {
 				return usageError{errUsage("run: give either PATH (or -f) or --image IMG, not both")}
 			}
-			for _, f := range []string{"env-file", "pass-env"} {
+			for _, f := range []string{"env-file", "pass-env", "var"} {
 				if cmd.Flags().Changed(f) {
-					return usageError{fmt.Errorf("run: --%s is for a compose file's interpolation, not --image (use -e)", f)}
+					return usageError{fmt.Errorf("run: --%s is for a compose file's interpolation, not --image (use -e for the container's environment)", f)}
 				}
 			}
 			spec, err := opts.containerSpec()
@@ -90,7 +91,9 @@ command's file edits land on the host. IMG must be present locally: composebox n
 	f := cmd.Flags()
 	f.StringVar(&opts.Task, "task", "", "task name (default: the directory's name; with --image, \"container\")")
 	secondsVar(f, &opts.Timeout, "timeout", 0, "kill the command after this long, e.g. 30s or 30 (exit 124)")
-	secondsVar(f, &opts.Ready, "ready-timeout", 0, "readiness budget, e.g. 2m or 120 (default: derived from the healthchecks)")
+	secondsVar(f, &opts.Ready, "wait-timeout", 0, "readiness budget, e.g. 2m or 120 (default: derived from the healthchecks)")
+	secondsVar(f, &opts.Ready, "ready-timeout", 0, "")
+	deprecate(f, "ready-timeout", "--wait-timeout")
 	f.BoolVar(&opts.Reaper, "reaper", false, "start a watchdog that removes the sample if composebox dies without cleaning up")
 	f.StringVar(&opts.Memory, "memory", "", "with --image: memory limit, e.g. 512m or 1g")
 	f.Float64Var(&opts.CPUs, "cpus", 0, "with --image: CPU limit, e.g. 1 or 0.5")
@@ -102,7 +105,8 @@ command's file edits land on the host. IMG must be present locally: composebox n
 	f.StringVarP(&opts.User, "user", "u", "", "with --image: user, a name or uid[:gid]")
 	f.BoolVar(&opts.HostUser, "host-user", false, "with --image: run as this process's uid:gid, so files in the workspace stay yours")
 	opts.flags.register(f)
-	f.Lookup("image").Usage = "run SERVICE on image REF instead of its own (SERVICE=REF, repeatable); a lone IMG instead runs CMD once in a fresh container of that local image"
+	f.Lookup("image").Usage = "run CMD once in a fresh container of this local image IMG instead of a project (SERVICE=REF: deprecated, use --service-image)"
+	f.Lookup("env").Usage = "with --image: the container's variable KEY=VAL, as on exec (repeatable; for a project's interpolation it is the deprecated spelling of --var)"
 	return cmd
 }
 
@@ -142,9 +146,9 @@ func runRun(ctx context.Context, g *globals, path string, argv []string, opts ru
 	return g.streamExec(ctx, sample.Default(), req)
 }
 
-// oneShotImage tells run's two uses of --image apart: SERVICE=REF replaces a service's image in
-// PATH's project (repeatable), a lone IMG selects the one-shot single-container form. An image
-// reference never holds '='.
+// oneShotImage is run's --image IMG, the one-shot single-container form; a --image SERVICE=REF
+// is the deprecated spelling of --service-image, for PATH's project. An image reference never
+// holds '='.
 func (opts runOptions) oneShotImage() (string, error) {
 	var lone, pairs []string
 	for _, v := range opts.flags.Images {
@@ -158,8 +162,10 @@ func (opts runOptions) oneShotImage() (string, error) {
 	case len(lone) == 0:
 		return "", nil
 	case len(lone) > 1 || len(pairs) > 0:
-		return "", usageError{fmt.Errorf("run: --image takes either one IMG (a one-shot container) or SERVICE=REF replacements, not %s",
+		return "", usageError{fmt.Errorf("run: --image takes one IMG (a one-shot container), not %s (a service's image is --service-image SERVICE=REF)",
 			strings.Join(opts.flags.Images, " and "))}
+	case len(opts.flags.ServiceImages) > 0:
+		return "", usageError{fmt.Errorf("run: --service-image applies to a compose project, not to --image %s", lone[0])}
 	}
 	for _, f := range []struct {
 		name string

@@ -59,7 +59,7 @@ func TestSignalExitCodesAfterCleanup(t *testing.T) {
 			return []string{"run", "--json", "--task", task, "--", "sleep", "60"}
 		}},
 		{"up SIGINT", syscall.SIGINT, exitInterrupted, func(task, dir string) []string {
-			return []string{"up", "--json", "--task", task, "--timeout", "2m", dir}
+			return []string{"up", "--json", "--task", task, "--wait-timeout", "2m", dir}
 		}},
 	}
 	for _, tc := range cases {

@@ -77,7 +77,7 @@ func TestConfigSuites(t *testing.T) {
 	})
 
 	t.Run("layouts", func(t *testing.T) {
-		code, out, errOut := runConfigCLI(t, "config", suite("harbor-sidecar-overlay/mqtt-retained-shadow"), "--image", "main=mirror/main:1")
+		code, out, errOut := runConfigCLI(t, "config", suite("harbor-sidecar-overlay/mqtt-retained-shadow"), "--service-image", "main=mirror/main:1")
 		if code != exitOK || !strings.Contains(out, "dev.composebox.task: cyber-bench/mqtt-retained-shadow") || !strings.Contains(out, "image: mirror/main:1") {
 			t.Errorf("harbor: exit %d, %s\n%s", code, errOut, out)
 		}
@@ -111,7 +111,7 @@ func TestConfigSuites(t *testing.T) {
 			}
 		}
 		code, out, errOut := runConfigCLI(t, "config", "-f", filepath.Join(dir, "base.yml"), "-f", filepath.Join(dir, "override.yml"),
-			"--profile", "debug", "--metadata", "image=meta:1", "--image", "web=prebuilt:2")
+			"--profile", "debug", "--metadata", "image=meta:1", "--service-image", "web=prebuilt:2")
 		if code != exitOK {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
@@ -123,13 +123,13 @@ func TestConfigSuites(t *testing.T) {
 		if strings.Contains(out, "build:") {
 			t.Errorf("web is still built under --image:\n%s", out)
 		}
-		for _, bad := range [][]string{{"--image", "web"}, {"--metadata", "novalue"}, {"--image", "=x"}} {
+		for _, bad := range [][]string{{"--service-image", "web"}, {"--metadata", "novalue"}, {"--service-image", "=x"}} {
 			code, _, errOut := runConfigCLI(t, append([]string{"config", filepath.Join(dir, "base.yml")}, bad...)...)
 			if code != exitUsage || !strings.Contains(errOut, bad[0]) {
 				t.Errorf("%v: exit %d, stderr %q; want a usage error naming the flag", bad, code, errOut)
 			}
 		}
-		code, _, errOut = runConfigCLI(t, "config", filepath.Join(dir, "base.yml"), "--metadata", "image=x", "--image", "nope=y")
+		code, _, errOut = runConfigCLI(t, "config", filepath.Join(dir, "base.yml"), "--metadata", "image=x", "--service-image", "nope=y")
 		if code != exitFailure || !strings.Contains(errOut, `image override for service "nope": no such service`) {
 			t.Errorf("unknown service: exit %d, %q", code, errOut)
 		}
@@ -164,7 +164,7 @@ func TestUpSuiteSamplesReportPortsAndDownRemovesTheirDirectory(t *testing.T) {
 	t.Setenv("COMPOSEBOX_STATE_DIR", state)
 	base := testutil.BaseImage(t)
 
-	up := upJSON(t, "--agent-image", base, "--image", "victim="+base, suite("cybench-shared-net"))
+	up := upJSON(t, "--agent-image", base, "--service-image", "victim="+base, suite("cybench-shared-net"))
 	var victim *upServiceJSON
 	for i := range up.Services {
 		if up.Services[i].Name == "victim" {
@@ -192,7 +192,7 @@ func TestUpSuiteSamplesReportPortsAndDownRemovesTheirDirectory(t *testing.T) {
 		t.Fatalf("down: exit %d, %s", code, errOut)
 	}
 
-	up = upJSON(t, "--image", "client="+base, suite("tbench-client/broken-python-path"))
+	up = upJSON(t, "--service-image", "client="+base, suite("tbench-client/broken-python-path"))
 	dir := orchestrator.SampleDir(state, up.Project)
 	if code, _, _ := runCLI(t, "exec", "-p", up.Project, "--", "sh", "-c", "echo hi > /logs/x"); code != 0 {
 		t.Errorf("exec: exit %d", code)

@@ -24,17 +24,23 @@ type taskFlags struct {
 	Metadata   []string
 	Default    string
 	AgentImage string
-	// Images are --image values. config and up take SERVICE=REF only; run also takes a lone
-	// IMG, for its one-shot single-container form.
+	// ServiceImages are --service-image SERVICE=REF values.
+	ServiceImages []string
+	// Images are --image values: run's one-shot IMG, or (deprecated) SERVICE=REF as
+	// --service-image takes it.
 	Images []string
 
 	Allow      []string
 	AllowCaps  []string
 	MountRoots []string
 	PolicyFile string
-	Env        []string
-	EnvFiles   []string
-	PassEnv    []string
+	// Vars are --var KEY=VAL, the interpolation variables.
+	Vars []string
+	// Env is -e/--env: the deprecated spelling of --var, except on run --image, where it is the
+	// container's environment as on exec.
+	Env      []string
+	EnvFiles []string
+	PassEnv  []string
 }
 
 func (f *taskFlags) register(fs *pflag.FlagSet) {
@@ -43,10 +49,12 @@ func (f *taskFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.Metadata, "metadata", nil, "sample metadata KEY=VAL, interpolated as ${SAMPLE_METADATA_KEY} (repeatable)")
 	fs.StringVar(&f.Default, "default", "", "the default service, over every other rule")
 	fs.StringVar(&f.AgentImage, "agent-image", "", "add a service \"default\" on this image, on every network of the project, as the agent's container")
-	fs.StringArrayVar(&f.Images, "image", nil, "run SERVICE on image REF instead of its own (SERVICE=REF; a build is then skipped; repeatable)")
+	fs.StringArrayVar(&f.ServiceImages, "service-image", nil, "run SERVICE on image REF instead of its own (SERVICE=REF; a build is then skipped; repeatable)")
+	fs.StringArrayVar(&f.Images, "image", nil, "deprecated: use --service-image SERVICE=REF")
 	f.registerPolicy(fs)
-	fs.StringArrayVarP(&f.Env, "env", "e", nil, "variable KEY=VAL for the compose file's interpolation (with run --image: for the container) (repeatable)")
-	fs.StringArrayVar(&f.EnvFiles, "env-file", nil, "file of KEY=VAL variables for interpolation (repeatable; -e wins)")
+	fs.StringArrayVar(&f.Vars, "var", nil, "variable KEY=VAL for the compose file's interpolation (repeatable)")
+	fs.StringArrayVarP(&f.Env, "env", "e", nil, "deprecated: use --var KEY=VAL (-e is the container's environment on exec and run --image)")
+	fs.StringArrayVar(&f.EnvFiles, "env-file", nil, "file of KEY=VAL variables for interpolation (repeatable; --var wins)")
 	fs.StringArrayVar(&f.PassEnv, "pass-env", nil, "let interpolation read this variable of composebox's environment (repeatable)")
 }
 
@@ -85,9 +93,13 @@ func (f *taskFlags) specs(name, arg string) (orchestrator.TaskSpec, orchestrator
 	return spec, orchestrator.SampleSpec{Metadata: md}, nil
 }
 
-// overrides parses --image SERVICE=REF.
+// overrides parses --service-image SERVICE=REF, and the deprecated --image SERVICE=REF.
 func (f *taskFlags) overrides() (map[string]string, error) {
-	out, err := parsePairs("--image", "SERVICE=REF", f.Images)
+	flag, vals := "--service-image", f.ServiceImages
+	if len(f.Images) > 0 {
+		flag, vals = "--service-image (or --image)", append(slices.Clone(f.ServiceImages), f.Images...)
+	}
+	out, err := parsePairs(flag, "SERVICE=REF", vals)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +189,23 @@ func (f *taskFlags) policy() (compose.Policy, error) {
 	return p, nil
 }
 
-// environment is the interpolation variables of --env-file and -e, in that order.
+// deprecations are the warnings of the old spellings used: -e for interpolation (oneShot is
+// run --image, where -e is the container's environment) and --image SERVICE=REF.
+func (f *taskFlags) deprecations(oneShot bool) []string {
+	var out []string
+	if len(f.Env) > 0 && !oneShot {
+		out = append(out, "-e/--env for interpolation is deprecated: use --var KEY=VAL (-e is the container's environment on exec)")
+	}
+	for _, v := range f.Images {
+		if strings.Contains(v, "=") {
+			out = append(out, "--image SERVICE=REF is deprecated: use --service-image SERVICE=REF (run --image IMG stays the one-shot image)")
+			break
+		}
+	}
+	return out
+}
+
+// environment is the interpolation variables of --env-file, -e and --var, in that order.
 func (f *taskFlags) environment() (map[string]string, error) {
 	env := map[string]string{}
 	for _, file := range f.EnvFiles {
@@ -189,12 +217,17 @@ func (f *taskFlags) environment() (map[string]string, error) {
 			env[k] = v
 		}
 	}
-	for _, kv := range f.Env {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, usageError{fmt.Errorf("-e %q: want KEY=VAL", kv)}
+	for _, set := range []struct {
+		flag string
+		vals []string
+	}{{"-e", f.Env}, {"--var", f.Vars}} {
+		for _, kv := range set.vals {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return nil, usageError{fmt.Errorf("%s %q: want KEY=VAL", set.flag, kv)}
+			}
+			env[k] = v
 		}
-		env[k] = v
 	}
 	return env, nil
 }

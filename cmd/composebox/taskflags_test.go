@@ -31,7 +31,7 @@ func TestConfigPolicyFlags(t *testing.T) {
 		{"whole-tree/sandbox/env/compose.yaml", []string{"2 problems", "variable=OPENAI_API_KEY", "--pass-env OPENAI_API_KEY", "build.context", "build.dockerfile"},
 			[]string{"--allow", "any-mount", "--pass-env", "OPENAI_API_KEY"}, "K: sk-from-the-runner"},
 		{"whole-tree/sandbox/env/compose.yaml", nil, []string{"--allow-mount-root", filepath.Join(violationsDir, "whole-tree"), "--env-file", envFile}, "K: from-a-file"},
-		{"whole-tree/sandbox/env/compose.yaml", nil, []string{"--allow", "any-mount", "--env-file", envFile, "-e", "OPENAI_API_KEY=given"}, "K: given"},
+		{"whole-tree/sandbox/env/compose.yaml", nil, []string{"--allow", "any-mount", "--env-file", envFile, "--var", "OPENAI_API_KEY=given"}, "K: given"},
 		{"seccomp-profile.yaml", []string{"security_opt[0]", "--allow unconfined"}, []string{"--allow", "unconfined"}, "allow-all.json"},
 	}
 	for _, tt := range tests {

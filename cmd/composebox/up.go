@@ -51,11 +51,15 @@ variables (--metadata, SAMPLE_METADATA_*) cannot be pooled: up says why and keep
 			if len(args) == 1 {
 				path = args[0]
 			}
+			g.warnDeprecated(cmd, opts.flags.deprecations(false)...)
 			return runUp(cmd, g, path, opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Task, "task", "", "task name (default: the layout's, else the directory's)")
-	secondsVar(cmd.Flags(), &opts.Timeout, "timeout", 0, "readiness budget, e.g. 2m or 120 (default: derived from the healthchecks)")
+	secondsVar(cmd.Flags(), &opts.Timeout, "wait-timeout", 0, "readiness budget, e.g. 2m or 120 (default: derived from the healthchecks)")
+	// --timeout is a command's kill on run and exec; here it was the readiness budget.
+	secondsVar(cmd.Flags(), &opts.Timeout, "timeout", 0, "")
+	deprecate(cmd.Flags(), "timeout", "--wait-timeout")
 	cmd.Flags().BoolP("detach", "d", true, "up always detaches: the sample is left running (accepted as docker compose up takes it)")
 	cmd.Flags().BoolVar(&opts.Reaper, "reaper", false, "start a watchdog that removes the sample if composebox dies before it is ready")
 	cmd.Flags().IntVar(&opts.Warm, "warm", 0, "after starting the sample, keep N ready samples of the task for other 'up' runs until interrupted")

@@ -84,6 +84,10 @@ type holdback struct {
 	w       io.Writer
 	decided bool
 	held    []byte
+	// started, when set, is asked about a frame that looks like the engine's message: true
+	// means the process runs, so the frame is its own and passes at once. A terminal ends its
+	// lines in "\r\n", so without it a session's first line would wait for the next output.
+	started func() bool
 }
 
 // maxStartMessage bounds what holdback keeps: the engine's start errors are a few hundred bytes.
@@ -92,7 +96,7 @@ const maxStartMessage = 4096
 func (h *holdback) Write(p []byte) (int, error) {
 	if !h.decided {
 		h.decided = true
-		if len(p) <= maxStartMessage && bytes.HasSuffix(p, []byte("\r\n")) {
+		if len(p) <= maxStartMessage && bytes.HasSuffix(p, []byte("\r\n")) && (h.started == nil || !h.started()) {
 			h.held = bytes.Clone(p)
 			return len(p), nil
 		}

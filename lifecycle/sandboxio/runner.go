@@ -148,6 +148,9 @@ func start(ctx context.Context, t Target, s runSpec, op string) (*execution, err
 		e.followResize(ctx)
 	}
 	e.out = &holdback{w: s.stdout}
+	if s.tty {
+		e.out.started = func() bool { return e.running(ctx) }
+	}
 	if s.stdin != nil {
 		e.fed = make(chan struct{})
 		go func() { defer close(e.fed); e.feed() }()
@@ -170,6 +173,27 @@ func start(ctx context.Context, t Target, s runSpec, op string) (*execution, err
 		}
 	}()
 	return e, nil
+}
+
+// running reports whether the engine says the process runs. The engine records the pid just
+// after the process starts, so a moment's wait for it is allowed; an exec that could not start
+// stops running instead.
+func (e *execution) running(ctx context.Context) bool {
+	for range 50 {
+		ins, err := e.t.Client.ContainerExecInspect(ctx, e.id)
+		if err != nil || !ins.Running {
+			return false
+		}
+		if ins.Pid != 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return false
 }
 
 // followResize sets the terminal's first size, then passes each size sent on the resize hook

@@ -105,6 +105,18 @@ func TestHoldback(t *testing.T) {
 	if err := h.release(); err != nil || !strings.HasSuffix(out.String(), "x\r\n") {
 		t.Fatalf("release: %q %v", out.String(), err)
 	}
+
+	// A terminal's first line, from a process the engine says runs, passes at once; while the
+	// engine does not say so, it is held as before.
+	for _, running := range []bool{true, false} {
+		out.Reset()
+		asked := 0
+		h = &holdback{w: &out, started: func() bool { asked++; return running }}
+		h.Write([]byte("/dev/pts/0\r\n"))
+		if got := out.String() == "/dev/pts/0\r\n"; got != running || asked != 1 {
+			t.Fatalf("running %v: out %q after %d questions", running, out.String(), asked)
+		}
+	}
 }
 
 func TestResolve(t *testing.T) {

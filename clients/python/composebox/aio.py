@@ -10,6 +10,8 @@ from typing import Any, AsyncIterator, Dict, List, Mapping, Optional, Union
 import httpx
 
 from . import _common as c
+from . import tty
+from .tty import AsyncTTYSession
 from . import _uds
 from .errors import ComposeboxError, SandboxUnavailable
 from .types import (Connection, DoctorReport, Event, ExecEvent, ExecResult, Lease, Sample,
@@ -421,6 +423,19 @@ class AsyncClient:
                                     what=f"exec stream in {svc}", content=content(),
                                     headers={"Content-Type": "application/octet-stream"})
         return AsyncExecStream(r)
+
+    async def exec_tty(self, sample: SampleRef, cmd: List[str], *, service: Optional[str] = None,
+                       cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+                       user: Optional[str] = None, timeout: Optional[float] = None,
+                       rows: int = 24, cols: int = 80) -> AsyncTTYSession:
+        """As :meth:`composebox.Client.exec_tty`, for asyncio."""
+        svc = await self._service(sample, service)
+        body = tty.tty_request(cmd, cwd=cwd, env=env, user=user, timeout=timeout, rows=rows, cols=cols)
+        tty.check_revision(await self.check_server(), "the server at " + self._endpoint.describe())
+        return await AsyncTTYSession._open(
+            self._endpoint, c.sandbox_path(self._project(sample), svc, "exec", "tty"),
+            self._lease.id if self._lease is not None else None, body, f"exec tty in {svc}",
+            self._connect_timeout)
 
     # -- files -------------------------------------------------------------------------------
 

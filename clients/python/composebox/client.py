@@ -11,6 +11,8 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 import httpx
 
 from . import _common as c
+from . import tty
+from .tty import TTYSession
 from .errors import ComposeboxError, SandboxUnavailable
 from .types import (Connection, DoctorReport, Event, ExecEvent, ExecResult, Lease, Sample,
                     SandboxInfo, Task, Version)
@@ -121,6 +123,7 @@ class Client:
         self._http = httpx.Client(base_url=self._endpoint.base_url, transport=transport,
                                   headers=self._endpoint.headers(),
                                   timeout=httpx.Timeout(None, connect=connect_timeout))
+        self._connect_timeout = connect_timeout
         self._lease_ttl = lease_ttl
         self._lease: Optional[Lease] = None
         self._lease_lock = threading.Lock()
@@ -418,6 +421,22 @@ class Client:
                               what=f"exec stream in {svc}", content=content,
                               headers={"Content-Type": "application/octet-stream"})
         return ExecStream(r)
+
+    def exec_tty(self, sample: SampleRef, cmd: List[str], *, service: Optional[str] = None,
+                 cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+                 user: Optional[str] = None, timeout: Optional[float] = None,
+                 rows: int = 24, cols: int = 80) -> TTYSession:
+        """Start ``cmd`` on a terminal of ``rows`` x ``cols`` and return a :class:`TTYSession`
+        to talk to it (``send``, ``recv``, ``read_until``, ``resize``, ``wait``; ``with`` closes
+        it, killing a command still running). ``timeout`` kills the command after that many
+        seconds. Needs a server of API revision 3 or later
+        (:class:`~composebox.errors.IncompatibleServer` otherwise)."""
+        svc = self._service(sample, service)
+        body = tty.tty_request(cmd, cwd=cwd, env=env, user=user, timeout=timeout, rows=rows, cols=cols)
+        tty.check_revision(self.check_server(), "the server at " + self._endpoint.describe())
+        return TTYSession._open(self._endpoint, c.sandbox_path(self._project(sample), svc, "exec", "tty"),
+                                self._lease.id if self._lease is not None else None, body,
+                                f"exec tty in {svc}", self._connect_timeout)
 
     # -- files -------------------------------------------------------------------------------
 

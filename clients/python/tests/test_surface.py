@@ -8,7 +8,7 @@ import os
 import pytest
 
 import composebox
-from composebox import AsyncClient, AsyncExecStream, Client, ExecStream
+from composebox import AsyncClient, AsyncExecStream, AsyncTTYSession, Client, ExecStream, TTYSession
 
 
 def public_methods(cls):
@@ -16,7 +16,8 @@ def public_methods(cls):
             if not name.startswith("_") and callable(member)}
 
 
-@pytest.mark.parametrize("cls", [Client, AsyncClient, ExecStream, AsyncExecStream],
+@pytest.mark.parametrize("cls", [Client, AsyncClient, ExecStream, AsyncExecStream, TTYSession,
+                                 AsyncTTYSession],
                          ids=lambda c: c.__name__)
 def test_public_methods_name_their_arguments(cls):
     for name, method in public_methods(cls).items():
