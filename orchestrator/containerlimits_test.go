@@ -63,6 +63,8 @@ func TestAttackForkBombAndMemoryHogAreContained(t *testing.T) {
 		}
 	}
 
+	// One attack at a time: run together, the memory limit's OOM kill may take the bomb's shell
+	// before its forks run out, and the test would not show which limit held.
 	var wg sync.WaitGroup
 	var hog, bomb orchestrator.ExecResult
 	var hogErr, bombErr error
@@ -71,12 +73,14 @@ func TestAttackForkBombAndMemoryHogAreContained(t *testing.T) {
 		hog, hogErr = attacker.Exec(t.Context(), orchestrator.ExecRequest{
 			Cmd: []string{"awk", `BEGIN { s = "x"; while (1) s = s s }`}, Timeout: time.Minute})
 	})
+	answers("while the memory hog runs")
+	wg.Wait()
 	// The bomb forks far more long-lived processes than its pids limit allows.
 	wg.Go(func() {
 		bomb, bombErr = attacker.Exec(t.Context(), orchestrator.ExecRequest{
 			Cmd: []string{"sh", "-c", `i=0; while [ $i -lt 1000 ]; do sleep 30 & i=$((i+1)); done`}, Timeout: time.Minute})
 	})
-	answers("while the attacker runs")
+	answers("while the fork bomb runs")
 	wg.Wait()
 	answers("after the attack")
 

@@ -258,14 +258,21 @@ func fileCases() []Case {
 			if err != nil || len(got) != 1000 {
 				t.Fatalf("read at exactly the limit: %d bytes, %v", len(got), err)
 			}
-			// A stream far larger than the limit fails fast, without reading it all.
-			start := time.Now()
-			_, err = e.SB.ReadFile(ctxFor(t), "/dev/zero", 1<<20)
-			wantErr(t, err, errdefs.ErrOutputLimit, "/dev/zero")
-			if d := time.Since(start); d > 30*time.Second {
-				t.Fatalf("limit on an endless file took %s", d)
+			// A file far larger than the limit fails fast, without reading it all.
+			huge := e.Dir + "/huge"
+			if res := run(t, e, sandboxio.ExecRequest{Cmd: []string{"sh", "-c", "head -c 67108864 /dev/zero > " + huge}}); res.ExitCode != 0 {
+				t.Fatalf("write %s: %+v", huge, res)
 			}
-			waitGone(t, e, "cat -- /dev/zero")
+			start := time.Now()
+			_, err = e.SB.ReadFile(ctxFor(t), huge, 1<<20)
+			wantErr(t, err, errdefs.ErrOutputLimit, huge)
+			if d := time.Since(start); d > 30*time.Second {
+				t.Fatalf("limit on a 64 MiB file took %s", d)
+			}
+			waitGone(t, e, "cat -- "+huge)
+			// An endless one is not a regular file: refused before it is opened.
+			_, err = e.SB.ReadFile(ctxFor(t), "/dev/zero", 1<<20)
+			wantErr(t, err, errdefs.ErrInvalidConfig, "/dev/zero")
 		}},
 	}
 }
