@@ -17,7 +17,9 @@ from composebox import AsyncClient, Client, IncompatibleServer
 
 class FakeServer:
     """A loopback HTTP server answering GET /v1/version with ``version`` (a dict as JSON, or
-    (status, content type, bytes)) and GET /v1/tasks with no tasks; it records every request."""
+    (status, content type, bytes)), the lease the client opens before its first request on tasks
+    (POST, heartbeat, DELETE of lease "L1"), and GET /v1/tasks with no tasks; it records every
+    request."""
 
     def __init__(self, version: Any) -> None:
         self.version = version
@@ -34,6 +36,10 @@ class FakeServer:
                         status, ctype, body = fake.version
                 elif self.path == "/v1/tasks" and self.command == "GET":
                     status, ctype, body = 200, "application/json", b'{"tasks": []}'
+                elif self.path == "/v1/leases" and self.command == "POST":
+                    status, ctype, body = 201, "application/json", b'{"id": "L1", "ttl_seconds": 60}'
+                elif self.path.startswith("/v1/leases/L1"):
+                    status, ctype, body = 200, "application/json", b'{"id": "L1", "ttl_seconds": 60}'
                 else:
                     status, ctype, body = 500, "application/json", json.dumps(
                         {"kind": "internal", "message": f"unexpected {self.command} {self.path}"}).encode()
@@ -142,7 +148,9 @@ def test_a_newer_revision_of_the_same_api_works(fake):
         assert client.task_list() == []
         assert client.task_list() == []
     # The version is asked once per client.
-    assert server.requests == [("GET", "/v1/version"), ("GET", "/v1/tasks"), ("GET", "/v1/tasks")]
+    got = [r for r in server.requests if not r[1].startswith("/v1/leases")]
+    assert got == [("GET", "/v1/version"), ("GET", "/v1/tasks"), ("GET", "/v1/tasks")]
+    assert server.requests[:2] == [("GET", "/v1/version"), ("POST", "/v1/leases")]
 
 
 @pytest.mark.asyncio
@@ -151,7 +159,9 @@ async def test_async_a_newer_revision_of_the_same_api_works(fake):
     async with AsyncClient(url=server.url) as client:
         assert (await client.check_server()).api_revision == composebox.MIN_API_REVISION + 1
         assert await client.task_list() == []
-    assert server.requests == [("GET", "/v1/version"), ("GET", "/v1/tasks")]
+    got = [r for r in server.requests if not r[1].startswith("/v1/leases")]
+    assert got == [("GET", "/v1/version"), ("GET", "/v1/tasks")]
+    assert server.requests[:2] == [("GET", "/v1/version"), ("POST", "/v1/leases")]
 
 
 def test_a_refused_token_is_not_a_version_mismatch(fake):
