@@ -216,6 +216,12 @@ type ContainerInfo struct {
 	Ports      []Port
 }
 
+// Container states and a healthcheck's verdict that the orchestrator tells apart.
+const (
+	StateRunning    = "running"
+	HealthUnhealthy = "unhealthy"
+)
+
 // Port is a published port, as the engine bound it.
 type Port struct {
 	ContainerPort int    `json:"container_port"`
