@@ -209,6 +209,11 @@ func (p *pool) run() {
 	tick := time.NewTicker(reconcileEvery)
 	defer tick.Stop()
 	for {
+		// A stopped pool holds nothing ready, so it always seems to need refills: an idle
+		// start slot is granted at once, cancelled or not, and only this check ends the loop.
+		if p.ctx.Err() != nil {
+			return
+		}
 		p.mu.Lock()
 		need := p.target - len(p.ready) - p.filling
 		pause := time.Until(p.pauseUntil)
