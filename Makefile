@@ -9,6 +9,10 @@ MODULE := github.com/composebox/composebox
 RACE_PKGS := ./internal/... ./compose/... ./prereqs/... ./cleanup/... ./lifecycle/sandboxio/...
 PLAIN_PKGS := $(shell $(GO) list ./... | grep -v -E '^$(MODULE)/(internal|compose|prereqs|cleanup|lifecycle/sandboxio)(/|$$)')
 TEST_FLAGS ?= -count=1 -timeout 25m
+# The orchestrator's and the server's engine-free tests run on the in-memory backend
+# (internal/fakebackend) under -race as well: they take seconds once built.
+FAKE_PKGS := ./orchestrator/ ./api/
+FAKE_TESTS := ^TestFake
 
 .PHONY: build test test-python lint docker demo docs bench bench-pool bench-api clean
 
@@ -22,6 +26,7 @@ test:
 	@scripts/leakcheck.sh snapshot
 	@status=0; \
 	$(GO) test -race $(TEST_FLAGS) $(RACE_PKGS) || status=1; \
+	$(GO) test -race $(TEST_FLAGS) -run '$(FAKE_TESTS)' $(FAKE_PKGS) || status=1; \
 	$(GO) test $(TEST_FLAGS) $(PLAIN_PKGS) || status=1; \
 	$(MAKE) --no-print-directory test-python || status=1; \
 	scripts/leakcheck.sh check || status=1; \

@@ -40,12 +40,19 @@ type testServer struct {
 func startServer(t *testing.T, opts Options) *testServer {
 	t.Helper()
 	testutil.BaseImage(t)
+	return startServerWith(t, opts)
+}
+
+// startServerWith is startServer with more orchestrator options (a backend, say), and no base
+// image built first.
+func startServerWith(t *testing.T, opts Options, oopts ...orchestrator.Option) *testServer {
+	t.Helper()
 	if opts.LeaseTTL == 0 {
 		// Leases end when a test closes them, not because a loaded machine made it slow.
 		opts.LeaseTTL = time.Hour
 	}
 	events := NewEvents()
-	o, err := orchestrator.New(orchestrator.WithStateDir(t.TempDir()), orchestrator.WithObserver(events.Observe))
+	o, err := orchestrator.New(append([]orchestrator.Option{orchestrator.WithStateDir(t.TempDir()), orchestrator.WithObserver(events.Observe)}, oopts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,31 +55,11 @@ type Removed struct {
 
 // ProjectFilter selects the composebox resources of one project.
 func ProjectFilter(project string) filters.Args {
-	return filters.NewArgs(filters.Arg("label", labels.ManagedFilter), filters.Arg("label", labels.ComposeProjectLabel+"="+project))
-}
-
-// Marker volumes are empty volumes carrying a project's labels that record its hand-over
-// (detached) or its place in a warm pool (warm, claimed). They are composebox's bookkeeping, not
-// the project's volumes, and are not counted as such. Their names, cbx.<kind>.<project>, are no
-// compose resource's (a project's volumes are <project>_<key>, and project names hold no dot),
-// so no compose file can create or pre-empt one.
-const (
-	MarkerDetached = "detached"
-	MarkerWarm     = "warm"
-	MarkerClaim    = "claim"
-)
-
-// MarkerVolume is the name of project's marker volume of kind.
-func MarkerVolume(kind, project string) string { return "cbx." + kind + "." + project }
-
-// IsMarkerVolume reports one of project's marker volumes.
-func IsMarkerVolume(project, volume string) bool {
-	for _, kind := range [...]string{MarkerDetached, MarkerWarm, MarkerClaim} {
-		if volume == MarkerVolume(kind, project) {
-			return true
-		}
+	f := filters.NewArgs()
+	for _, l := range labels.ProjectSelector(project) {
+		f.Add("label", l)
 	}
-	return false
+	return f
 }
 
 // RemoveProject removes every container, then network, then volume of a composebox project,
@@ -170,7 +150,7 @@ func RemoveProject(ctx context.Context, c client.APIClient, project string, opts
 				fail(fmt.Errorf("remove volume %s of %s: %w", v.Name, project, err))
 				return nil
 			}
-			if !IsMarkerVolume(project, v.Name) {
+			if !labels.IsMarker(project, v.Name) {
 				mu.Lock()
 				out.Volumes++
 				mu.Unlock()

@@ -152,3 +152,6 @@ func ComposeVersion() string {
 	}
 	return "unknown"
 }
+
+// Subnets is the managed-subnet configuration the engine was made with.
+func (e *Engine) Subnets() Subnets { return e.subnets }

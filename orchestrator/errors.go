@@ -1,12 +1,8 @@
 package orchestrator
 
 import (
-	"strings"
-
-	"github.com/docker/docker/client"
-
 	"github.com/composebox/composebox/internal/errdefs"
-	"github.com/composebox/composebox/lifecycle/sandboxio"
+	"github.com/composebox/composebox/orchestrator/backend"
 
 	"github.com/composebox/composebox/lifecycle"
 )
@@ -30,7 +26,7 @@ var (
 
 // ErrNotRegularFile is what ReadFile of a FIFO, a device or a socket gives, with
 // ErrInvalidConfig: such a file is never opened, since reading it could block or never end.
-var ErrNotRegularFile = sandboxio.ErrNotRegularFile
+var ErrNotRegularFile = backend.ErrNotRegularFile
 
 // ErrHostFirewall marks a host where a sample's networks cannot be kept off the host's own
 // addresses (not root, no nftables): SampleInit fails rather than start the sample unprotected.
@@ -46,15 +42,15 @@ type BuildError = errdefs.BuildError
 // output_limit, unavailable, conflict, build_failed, or internal.
 func ErrorKind(err error) string { return errdefs.Kind(err) }
 
-// engineLost marks err as ErrUnavailable when it says the engine could not be reached (a
-// daemon that stopped, a socket that is gone) and has no category of its own: the caller can
-// then tell "the engine is down, try again later" from a bug.
-func engineLost(err error) error {
+// engineLost marks err as ErrUnavailable when the backend says the engine could not be
+// reached (a daemon that stopped, a socket that is gone) and it has no category of its own:
+// the caller can then tell "the engine is down, try again later" from a bug.
+func (o *Orchestrator) engineLost(err error) error {
 	if err == nil || errdefs.Kind(err) != "internal" {
 		return err
 	}
-	if client.IsErrConnectionFailed(err) || strings.Contains(err.Error(), "Cannot connect to the Docker daemon") {
-		return errdefs.Wrap(errdefs.ErrUnavailable, err, "docker engine unreachable")
+	if o.backend.Unreachable(err) {
+		return errdefs.Wrap(errdefs.ErrUnavailable, err, o.backend.Kind()+" engine unreachable")
 	}
 	return err
 }

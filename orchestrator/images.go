@@ -2,13 +2,14 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/compose-spec/compose-go/v2/types"
-	"github.com/docker/docker/errdefs"
 
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/compose"
+	cbxerr "github.com/composebox/composebox/internal/errdefs"
 )
 
 // checkImageOwners refuses, unless the policy allows other-tasks-images, a service that runs an
@@ -29,13 +30,13 @@ func (t *Task) checkImageOwners(ctx context.Context, p *types.Project) error {
 		}
 		owner, seen := owners[s.Image]
 		if !seen {
-			img, err := t.o.engine.Client().ImageInspect(ctx, s.Image)
+			img, err := t.o.backend.Image(ctx, s.Image)
 			switch {
-			case errdefs.IsNotFound(err):
+			case errors.Is(err, cbxerr.ErrNotFound):
 			case err != nil:
-				return fmt.Errorf("inspect image %s: %w", s.Image, err)
-			case img.Config != nil:
-				owner = builtFor(img.Config.Labels)
+				return err
+			default:
+				owner = builtFor(img.Labels)
 			}
 			owners[s.Image] = owner
 		}

@@ -202,12 +202,13 @@ const (
 	transient
 )
 
-// outcomeOf classifies an operation's error for its gate.
-func outcomeOf(err error) outcome {
+// outcomeOf classifies an operation's error for its gate, by the backend's word on which
+// errors are transient.
+func (o *Orchestrator) outcomeOf(err error) outcome {
 	switch {
 	case err == nil:
 		return succeeded
-	case lifecycle.IsTransient(err):
+	case o.backend.Transient(err):
 		return transient
 	default:
 		return neutral

@@ -3,22 +3,19 @@ package orchestrator
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	dockererrdefs "github.com/docker/docker/errdefs"
-	"github.com/docker/docker/pkg/stdcopy"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/composebox/composebox/cleanup"
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // LogsOptions selects and routes a container's logs, as `docker compose logs` does. The zero
@@ -40,25 +37,15 @@ type LogsOptions struct {
 	Stdout, Stderr io.Writer
 }
 
-func (opts LogsOptions) engine() container.LogsOptions {
-	lo := container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: opts.Follow, Timestamps: opts.Timestamps, Tail: "all"}
-	switch {
-	case opts.Tail > 0:
-		lo.Tail = strconv.Itoa(opts.Tail)
-	case opts.Tail < 0:
-		lo.Tail = "0"
-	}
-	if !opts.Since.IsZero() {
-		lo.Since = strconv.FormatInt(opts.Since.Unix(), 10) + "." + fmt.Sprintf("%09d", opts.Since.Nanosecond())
-	}
-	return lo
+func (opts LogsOptions) backend() backend.LogsOptions {
+	return backend.LogsOptions{Follow: opts.Follow, Tail: opts.Tail, Since: opts.Since, Timestamps: opts.Timestamps, Stdout: opts.Stdout, Stderr: opts.Stderr}
 }
 
 // Logs streams the service's container output (what its main process wrote) into
 // opts.Stdout and opts.Stderr. With Follow it returns when ctx ends (nil) or the container
 // stops. Logs of a stopped container can still be read; a removed one is ErrNotFound.
 func (b *Sandbox) Logs(ctx context.Context, opts LogsOptions) error {
-	return containerLogs(ctx, b.target.Client, b.target.Container, b.service, opts)
+	return b.o.containerLogs(ctx, b.target.Container, b.service, opts)
 }
 
 // Logs streams the logs of a project's services, running or not, found from labels alone (a
@@ -71,7 +58,7 @@ func (o *Orchestrator) Logs(ctx context.Context, project string, opts LogsOption
 	if err != nil {
 		return err
 	}
-	var shown []container.Summary
+	var shown []backend.Container
 	known := map[string]bool{}
 	for _, c := range ctrs {
 		svc := c.Labels[labels.ComposeServiceLabel]
@@ -101,7 +88,7 @@ func (o *Orchestrator) Logs(ctx context.Context, project string, opts LogsOption
 			copts.Stderr = &prefixWriter{mu: &mu, w: opts.Stderr, prefix: p}
 		}
 		g.Go(func() error {
-			err := containerLogs(gctx, o.client, c.ID, svc, copts)
+			err := o.containerLogs(gctx, c.ID, svc, copts)
 			if pw, ok := copts.Stdout.(*prefixWriter); ok {
 				pw.flush()
 				copts.Stderr.(*prefixWriter).flush()
@@ -114,10 +101,10 @@ func (o *Orchestrator) Logs(ctx context.Context, project string, opts LogsOption
 
 // projectContainers lists a project's containers, running or not; none is ErrNotFound with
 // the near names of existing projects.
-func (o *Orchestrator) projectContainers(ctx context.Context, project, op string) ([]container.Summary, error) {
-	list, err := o.client.ContainerList(ctx, container.ListOptions{All: true, Filters: cleanup.ProjectFilter(project)})
+func (o *Orchestrator) projectContainers(ctx context.Context, project, op string) ([]backend.Container, error) {
+	list, err := o.backend.Containers(ctx, labels.ProjectSelector(project), true)
 	if err != nil {
-		return nil, engineLost(fmt.Errorf("%s %s: list containers: %w", op, project, err))
+		return nil, o.engineLost(fmt.Errorf("%s %s: list containers: %w", op, project, err))
 	}
 	if len(list) == 0 {
 		return nil, errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("%s %s: no composebox sample by that name%s (see `composebox ls`)", op, project, o.nearProjects(ctx, project)))
@@ -125,50 +112,15 @@ func (o *Orchestrator) projectContainers(ctx context.Context, project, op string
 	return list, nil
 }
 
-// containerLogs streams one container's logs. A container with a TTY has one raw stream;
-// the others are multiplexed.
-func containerLogs(ctx context.Context, c interface {
-	ContainerInspect(context.Context, string) (container.InspectResponse, error)
-	ContainerLogs(context.Context, string, container.LogsOptions) (io.ReadCloser, error)
-}, id, service string, opts LogsOptions) error {
-	stdout, stderr := opts.Stdout, opts.Stderr
-	if stdout == nil {
-		stdout = io.Discard
-	}
-	if stderr == nil {
-		stderr = io.Discard
-	}
-	info, err := c.ContainerInspect(ctx, id)
-	if err != nil {
-		return logsError(ctx, service, err)
-	}
-	rc, err := c.ContainerLogs(ctx, id, opts.engine())
-	if err != nil {
-		return logsError(ctx, service, err)
-	}
-	// Closing the body is what ends a follow blocked in a read when ctx ends.
-	stop := context.AfterFunc(ctx, func() { rc.Close() })
-	defer stop()
-	defer rc.Close()
-	if info.Config != nil && info.Config.Tty {
-		_, err = io.Copy(stdout, rc)
-	} else {
-		_, err = stdcopy.StdCopy(stdout, stderr, rc)
-	}
-	if err != nil && ctx.Err() == nil {
-		return logsError(ctx, service, err)
+// containerLogs streams one container's logs.
+func (o *Orchestrator) containerLogs(ctx context.Context, id, service string, opts LogsOptions) error {
+	if err := o.backend.Logs(ctx, id, opts.backend()); err != nil && ctx.Err() == nil {
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return errdefs.Wrap(errdefs.ErrNotFound, err, "logs of "+service)
+		}
+		return o.engineLost(fmt.Errorf("logs of %s: %w", service, err))
 	}
 	return nil
-}
-
-func logsError(ctx context.Context, service string, err error) error {
-	if ctx.Err() != nil {
-		return nil
-	}
-	if dockererrdefs.IsNotFound(err) {
-		return errdefs.Wrap(errdefs.ErrNotFound, err, "logs of "+service)
-	}
-	return engineLost(fmt.Errorf("logs of %s: %w", service, err))
 }
 
 // prefixWriter starts each line with a prefix and writes whole lines only, under a lock shared

@@ -6,12 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/docker/docker/api/types/container"
-
-	"github.com/composebox/composebox/cleanup"
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/errdefs"
-	"github.com/composebox/composebox/lifecycle/sandboxio"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // Open returns the sandboxes of a live sample started by any process (`composebox up`, say),
@@ -24,7 +21,7 @@ import (
 // each stopped container's state, exit code, OOM flag and log tail. The result is for exec
 // and file calls; its Cleanup removes the project.
 func (o *Orchestrator) Open(ctx context.Context, project string) (*Sample, error) {
-	list, err := o.client.ContainerList(ctx, container.ListOptions{All: true, Filters: cleanup.ProjectFilter(project)})
+	list, err := o.backend.Containers(ctx, labels.ProjectSelector(project), true)
 	if err != nil {
 		return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, fmt.Sprintf("open %s: list containers", project))
 	}
@@ -44,29 +41,25 @@ func (o *Orchestrator) Open(ctx context.Context, project string) (*Sample, error
 	for _, c := range list {
 		service := c.Labels[labels.ComposeServiceLabel]
 		if c.State != "running" {
-			d, derr := sandboxio.Diagnose(ctx, sandboxio.Target{Client: o.client, Container: c.ID, Service: service})
+			d, derr := o.backend.Diagnose(ctx, backend.Target{Container: c.ID, Service: service})
 			if derr != nil {
-				d = sandboxio.Diagnosis{Container: c.ID, Name: strings.TrimPrefix(firstName(c.Names), "/"), Status: c.State, LogTail: "(diagnosis failed: " + derr.Error() + ")"}
+				d = backend.Diagnosis{Container: c.ID, Name: c.Name, Status: c.State, LogTail: "(diagnosis failed: " + derr.Error() + ")"}
 			}
 			s.markStopped(service, d)
 			dead = append(dead, service+": "+d.String())
 			continue
 		}
-		info, err := o.client.ContainerInspect(ctx, c.ID)
+		info, err := o.backend.Inspect(ctx, c.ID)
 		if err != nil {
-			return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, fmt.Sprintf("open %s: inspect %s", project, c.ID[:12]))
+			return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, fmt.Sprintf("open %s: inspect %s", project, c.ID[:min(12, len(c.ID))]))
 		}
-		if info.State == nil || !info.State.Running {
-			d, _ := sandboxio.Diagnose(ctx, sandboxio.Target{Client: o.client, Container: c.ID, Service: service})
+		if !info.Running {
+			d, _ := o.backend.Diagnose(ctx, backend.Target{Container: c.ID, Service: service})
 			s.markStopped(service, d)
 			dead = append(dead, service+": "+d.String())
 			continue
 		}
-		wd := info.Config.WorkingDir
-		if wd == "" {
-			wd = "/"
-		}
-		s.sandboxes = append(s.sandboxes, o.newSandbox(s, service, c.ID, strings.TrimPrefix(info.Name, "/"), wd, info.Config.User, service == defaultService))
+		s.sandboxes = append(s.sandboxes, o.newSandbox(s, service, c.ID, info.Name, info.WorkingDir, info.User, service == defaultService))
 	}
 	slices.Sort(dead)
 	if defaultService != "" {
@@ -100,11 +93,4 @@ func (o *Orchestrator) Open(ctx context.Context, project string) (*Sample, error
 		return strings.Compare(a.service, b.service)
 	})
 	return s, nil
-}
-
-func firstName(names []string) string {
-	if len(names) == 0 {
-		return ""
-	}
-	return names[0]
 }

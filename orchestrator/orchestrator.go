@@ -23,25 +23,26 @@ import (
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/compose"
 	"github.com/composebox/composebox/internal/cpus"
-	"github.com/composebox/composebox/internal/engine"
 	"github.com/composebox/composebox/lifecycle"
-	"github.com/composebox/composebox/prereqs"
+	"github.com/composebox/composebox/lifecycle/dockerbackend"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
-// Orchestrator runs tasks and their samples against one Docker Engine. It is safe for
-// concurrent use. Close releases its client.
+// Orchestrator runs tasks and their samples on one backend (by default the Docker Engine the
+// environment names). It is safe for concurrent use. Close releases the backend it made.
 type Orchestrator struct {
-	cfg    config
-	client client.APIClient
-	engine *lifecycle.Engine
-	owner  string
+	cfg     config
+	backend backend.Backend
+	// ownsBackend: the backend was made by New (not given with WithBackend), so Close closes it.
+	ownsBackend bool
+	owner       string
 	// limits are the concurrency limits in force; builds, starts, teardowns and execs enforce
 	// them, one gate per class of operation (limits.go; nil is unbounded).
 	limits                           Limits
 	builds, starts, teardowns, execs *gate
 
 	prereqMu   sync.Mutex
-	prereqInfo *engine.Info
+	prereqInfo *backend.Info
 
 	// pools are the tasks whose warm pool runs, which Close ends.
 	poolsMu sync.Mutex
@@ -58,6 +59,7 @@ type config struct {
 	defaultImage string
 	limits       Limits
 	client       client.APIClient
+	backend      backend.Backend
 	pingTimeout  time.Duration
 	// reaper starts a watchdog process that removes this process's samples if it dies
 	// without cleaning up (see tracking.go).
@@ -143,10 +145,25 @@ func WithSubnets(s Subnets) Option {
 	return func(c *config) error { c.subnets = s; return nil }
 }
 
-// WithClient uses c instead of a client resolved from the environment. The orchestrator does
-// not close a client it was given.
+// WithClient runs samples on the Docker Engine c reaches, instead of the one the environment
+// names: it is WithBackend of a Docker backend over c, made with this orchestrator's logger,
+// retry policy and subnets. The orchestrator does not close a client it was given.
 func WithClient(c client.APIClient) Option {
 	return func(cfg *config) error { cfg.client = c; return nil }
+}
+
+// WithBackend runs samples on b (see orchestrator/backend) instead of the Docker Engine the
+// environment names: lifecycle/dockerbackend for a Docker Engine of one's choosing,
+// internal/fakebackend in tests. The orchestrator does not close a backend it was given, and
+// WithSubnets does not apply to it (subnets are the backend's own configuration).
+func WithBackend(b backend.Backend) Option {
+	return func(cfg *config) error {
+		if b == nil {
+			return fmt.Errorf("with backend: nil backend")
+		}
+		cfg.backend = b
+		return nil
+	}
 }
 
 // New returns an Orchestrator. It does not contact the engine: TaskInit checks the
@@ -167,51 +184,59 @@ func New(opts ...Option) (*Orchestrator, error) {
 	}
 	o := &Orchestrator{cfg: cfg, owner: labels.SelfOwner()}
 	o.initLimits(cfg.limits.orDefaults(cpus.Count()))
-	o.client = cfg.client
-	if o.client == nil {
-		c, err := engine.NewClient()
+	o.backend = cfg.backend
+	if o.backend == nil {
+		opts := dockerbackend.Options{Logger: cfg.log, Retry: o.retryPolicy(),
+			Subnets: lifecycle.Subnets{Disabled: cfg.subnets.Disabled, Pool: cfg.subnets.Pool, Bits: cfg.subnets.Bits}}
+		var b *dockerbackend.Backend
+		var err error
+		if cfg.client != nil {
+			b, err = dockerbackend.New(cfg.client, opts)
+		} else {
+			b, err = dockerbackend.FromEnv(opts)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("new orchestrator: %w", err)
 		}
-		o.client = c
+		o.backend, o.ownsBackend = b, true
+	} else if rn, ok := o.backend.(backend.RetryNotifier); ok {
+		rn.OnRetry(o.retryPolicy().OnRetry)
 	}
-	e, err := lifecycle.New(o.client, lifecycle.WithLogger(cfg.log), lifecycle.WithRetry(o.retryPolicy()),
-		lifecycle.WithSubnets(lifecycle.Subnets{Disabled: cfg.subnets.Disabled, Pool: cfg.subnets.Pool, Bits: cfg.subnets.Bits}))
-	if err != nil {
-		o.closeClient()
-		return nil, fmt.Errorf("new orchestrator: %w", err)
-	}
-	o.engine = e
 	return o, nil
 }
 
-// Client is the Engine API client the orchestrator uses.
-func (o *Orchestrator) Client() client.APIClient { return o.client }
+// Backend is the backend the orchestrator runs samples on.
+func (o *Orchestrator) Backend() backend.Backend { return o.backend }
 
-// Close releases the orchestrator's client (unless it was given with WithClient). It removes
-// no sample anyone holds (call Cleanup on tasks and samples first), only those still waiting in
-// the warm pool of a task that was not cleaned up, whose refills it ends.
+// Client is the Engine API client of a Docker backend, nil for any other backend.
+func (o *Orchestrator) Client() client.APIClient {
+	if d, ok := o.backend.(interface{ Client() client.APIClient }); ok {
+		return d.Client()
+	}
+	return nil
+}
+
+// Close releases the orchestrator's backend (unless it was given with WithBackend; a client
+// given with WithClient stays open). It removes no sample anyone holds (call Cleanup on tasks
+// and samples first), only those still waiting in the warm pool of a task that was not cleaned
+// up, whose refills it ends.
 func (o *Orchestrator) Close() error {
 	perr := o.closePools()
-	err := o.engine.Close()
-	o.closeClient()
+	var err error
+	if o.ownsBackend {
+		err = o.backend.Close()
+	}
 	return cmp.Or(perr, err)
 }
 
-func (o *Orchestrator) closeClient() {
-	if o.cfg.client == nil && o.client != nil {
-		_ = o.client.Close()
-	}
-}
-
 // prerequisites checks the engine once per orchestrator; a failure is retried next time.
-func (o *Orchestrator) prerequisites(ctx context.Context) (engine.Info, error) {
+func (o *Orchestrator) prerequisites(ctx context.Context) (backend.Info, error) {
 	o.prereqMu.Lock()
 	defer o.prereqMu.Unlock()
 	if o.prereqInfo != nil {
 		return *o.prereqInfo, nil
 	}
-	info, err := prereqs.Require(ctx, o.client, o.cfg.pingTimeout)
+	info, err := o.backend.Ping(ctx, o.cfg.pingTimeout)
 	if err != nil {
 		return info, err
 	}

@@ -14,17 +14,13 @@ import (
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/events"
-	"github.com/docker/docker/api/types/filters"
 	"github.com/hashicorp/go-multierror"
 
-	"github.com/composebox/composebox/cleanup"
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/compose"
 	cbxerr "github.com/composebox/composebox/internal/errdefs"
-	"github.com/composebox/composebox/lifecycle"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // Warm pools. A task may keep n ready samples nobody asked for yet; SampleInit takes one when
@@ -213,6 +209,11 @@ func (p *pool) run() {
 	tick := time.NewTicker(reconcileEvery)
 	defer tick.Stop()
 	for {
+		// A stopped pool holds nothing ready, so it always seems to need refills: an idle
+		// start slot is granted at once, cancelled or not, and only this check ends the loop.
+		if p.ctx.Err() != nil {
+			return
+		}
 		p.mu.Lock()
 		need := p.target - len(p.ready) - p.filling
 		pause := time.Until(p.pauseUntil)
@@ -259,13 +260,13 @@ func (p *pool) fill(slot *slot) {
 	t := p.t
 	s, err := t.startSample(p.ctx, SampleSpec{}, slot)
 	// After the sample joined the pool (or failed): see startSample.
-	defer func() { slot.release(outcomeOf(err)) }()
+	defer func() { slot.release(t.o.outcomeOf(err)) }()
 	var markedAt time.Time
 	var id, project string // read before the sample joins the pool, where a take may rename it
 	if err == nil {
 		id, project = s.id, s.project
-		if err = tracking.MarkWarm(p.ctx, t.o.client, s.project, t.name, s.id, t.o.owner, t.fingerprint(), p.shared); err != nil {
-			slot.release(outcomeOf(err)) // a removal is not a start
+		if err = t.o.backend.MarkWarm(p.ctx, backend.WarmMarker{Marker: backend.Marker{Project: s.project, Task: t.name, Sample: s.id, Owner: t.o.owner}, Fingerprint: t.fingerprint(), Shared: p.shared}); err != nil {
+			slot.release(t.o.outcomeOf(err)) // a removal is not a start
 			p.discard(s)
 		} else {
 			// Before it joins, so that no observer sees it taken before it was warm.
@@ -317,7 +318,7 @@ func (p *pool) reconcile() {
 		return
 	}
 	since := time.Now()
-	warm, err := tracking.WarmProjects(p.ctx, t.o.client, t.name)
+	warm, err := t.o.backend.WarmProjects(p.ctx, t.name)
 	if err != nil {
 		return
 	}
@@ -379,7 +380,7 @@ func (t *Task) takeWarm(ctx context.Context, spec SampleSpec) *Sample {
 		p.nudge()
 		id := cmp.Or(spec.ID, s.id)
 		if p.shared {
-			won, err := tracking.Take(ctx, t.o.client, s.project)
+			won, err := t.o.backend.Take(ctx, s.project)
 			switch {
 			case !won && err == nil:
 				// Another process took it (or removed it): it is no longer this task's.
@@ -423,11 +424,11 @@ func (s *Sample) recordTake(shared bool) {
 		ctx, cancel := teardownContext(t.life)
 		defer cancel()
 		if shared {
-			if err := tracking.RecordClaim(ctx, t.o.client, s.project, t.name, s.id, t.o.owner); err != nil {
+			if err := t.o.backend.RecordClaim(ctx, s.marker()); err != nil {
 				// Ours, but unrecorded: `ls` shows the id it started with.
 				t.o.cfg.log.Warn("take pooled sample", "project", s.project, "err", err)
 			}
-		} else if won, err := tracking.Claim(ctx, t.o.client, s.project, t.name, s.id, t.o.owner); !won || err != nil {
+		} else if won, err := t.o.backend.Claim(ctx, s.marker()); !won || err != nil {
 			// Nobody else takes from a pool that is not shared: the project was removed
 			// behind our back (`composebox cleanup PROJECT`), which the sample's calls report.
 			t.o.cfg.log.Warn("record the take of a pooled sample", "project", s.project, "won", won, "err", err)
@@ -514,7 +515,7 @@ func (t *Task) takeShared(ctx context.Context, spec SampleSpec) *Sample {
 		return nil
 	}
 	start := time.Now()
-	warm, err := tracking.WarmProjects(ctx, t.o.client, t.name)
+	warm, err := t.o.backend.WarmProjects(ctx, t.name)
 	if err != nil {
 		t.o.cfg.log.Warn("find shared warm samples", "task", t.name, "err", err)
 		return nil
@@ -525,7 +526,7 @@ func (t *Task) takeShared(ctx context.Context, spec SampleSpec) *Sample {
 			continue
 		}
 		id := cmp.Or(spec.ID, w.Sample)
-		won, err := tracking.Claim(ctx, t.o.client, w.Project, t.name, id, t.o.owner)
+		won, err := t.o.backend.Claim(ctx, backend.Marker{Project: w.Project, Task: t.name, Sample: id, Owner: t.o.owner})
 		if !won {
 			if err != nil {
 				t.o.cfg.log.Warn("take shared warm sample", "project", w.Project, "err", err)
@@ -536,7 +537,7 @@ func (t *Task) takeShared(ctx context.Context, spec SampleSpec) *Sample {
 		if err != nil {
 			// Claimed but unusable: it is ours now, so remove it.
 			t.o.cfg.log.Warn("open shared warm sample", "project", w.Project, "err", err)
-			_, _ = t.o.engine.Down(context.WithoutCancel(ctx), w.Project, lifecycle.DownOptions{})
+			_, _ = t.o.backend.Down(context.WithoutCancel(ctx), w.Project, backend.DownOptions{})
 			continue
 		}
 		s.task, s.id, s.created, s.pooled = t, id, w.Created, true
@@ -552,13 +553,13 @@ func (t *Task) takeShared(ctx context.Context, spec SampleSpec) *Sample {
 
 // stillRunning checks, in one listing, that every sandbox of s still runs.
 func (t *Task) stillRunning(ctx context.Context, s *Sample) error {
-	list, err := t.o.client.ContainerList(ctx, container.ListOptions{Filters: cleanup.ProjectFilter(s.project)})
+	list, err := t.o.backend.Containers(ctx, labels.ProjectSelector(s.project), false)
 	if err != nil {
 		return err
 	}
 	running := map[string]bool{}
 	for _, c := range list {
-		if c.State == "running" {
+		if c.State == backend.StateRunning {
 			running[c.ID] = true
 		}
 	}
@@ -606,7 +607,7 @@ func (t *Task) stopPool(ctx context.Context) []*Sample {
 	dctx, cancel := teardownContext(ctx)
 	defer cancel()
 	return slices.DeleteFunc(ready, func(s *Sample) bool {
-		won, err := tracking.Claim(dctx, t.o.client, s.project, t.name, s.id, t.o.owner)
+		won, err := t.o.backend.Claim(dctx, s.marker())
 		if !won && err == nil {
 			t.forget(s)
 			return true
@@ -656,34 +657,23 @@ func (o *Orchestrator) closePools() error {
 // asking the daemon. While the stream is down, takes check for themselves (see watching).
 func (p *pool) watch() {
 	t := p.t
-	f := filters.NewArgs(
-		filters.Arg("type", "container"),
-		filters.Arg("event", "die"),
-		filters.Arg("label", labels.LabelPool+"="+labels.PoolPooled),
-		filters.Arg("label", labels.LabelTask+"="+t.name),
-	)
+	sel := []string{labels.LabelPool + "=" + labels.PoolPooled, labels.LabelTask + "=" + t.name}
 	backoff := refillBackoffMin
 	for p.ctx.Err() == nil {
-		// The daemon replays the events since the subscription's start, so a death while
+		// The backend replays the deaths since the subscription's start, so a death while
 		// the stream was down is not missed; the second of slack covers clock granularity.
 		since := time.Now().Add(-time.Second)
 		sctx, cancel := context.WithCancel(p.ctx)
-		msgs, errs := t.o.client.Events(sctx, events.ListOptions{Filters: f, Since: fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond())})
+		deaths, errs := t.o.backend.WatchDeaths(sctx, backend.WatchOptions{Labels: sel, Since: since})
 		if err := p.checkReady(); err == nil {
 			p.watching.Store(true)
 			backoff = refillBackoffMin
 		}
-	stream:
-		for {
-			select {
-			case m := <-msgs:
-				p.evict(m.Actor.Attributes[labels.ComposeProjectLabel], "a container died: "+m.Actor.Attributes["name"])
-			case err := <-errs:
-				if p.ctx.Err() == nil {
-					t.o.cfg.log.Debug("pool event stream ended", "task", t.name, "err", err)
-				}
-				break stream
-			}
+		for d := range deaths {
+			p.evict(d.Project, "a container died: "+d.Container)
+		}
+		if err := <-errs; p.ctx.Err() == nil {
+			t.o.cfg.log.Debug("pool event stream ended", "task", t.name, "err", err)
 		}
 		p.watching.Store(false)
 		cancel()
@@ -753,6 +743,11 @@ func markPooled(p *types.Project) {
 		n.CustomLabels[labels.LabelPool] = labels.PoolPooled
 		p.Networks[name] = n
 	}
+}
+
+// marker names the sample, and this process as the one acting on it.
+func (s *Sample) marker() backend.Marker {
+	return backend.Marker{Project: s.project, Task: s.task.name, Sample: s.id, Owner: s.o.owner}
 }
 
 // fingerprint names the task's configuration in its warm markers: its loaded project and the

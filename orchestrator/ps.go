@@ -1,13 +1,11 @@
 package orchestrator
 
 import (
-	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 
-	"github.com/docker/docker/api/types/container"
+	"github.com/composebox/composebox/orchestrator/backend"
 
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/cleanup/tracking"
@@ -35,7 +33,7 @@ type ServiceStatus struct {
 
 // Running reports a service whose container runs and is not unhealthy.
 func (s ServiceStatus) Running() bool {
-	return s.State == container.StateRunning && s.Health != container.Unhealthy
+	return s.State == backend.StateRunning && s.Health != backend.HealthUnhealthy
 }
 
 // Ps returns one entry per service of a project, running or not, found from labels alone (a
@@ -48,36 +46,16 @@ func (o *Orchestrator) Ps(ctx context.Context, project string) ([]ServiceStatus,
 	}
 	out := make([]ServiceStatus, 0, len(ctrs))
 	for _, c := range ctrs {
-		s := ServiceStatus{Service: c.Labels[labels.ComposeServiceLabel], Container: strings.TrimPrefix(firstName(c.Names), "/"),
-			Default: c.Labels[labels.LabelDefaultService] == "true", State: string(c.State), Status: c.Status, Ports: []Port{}}
-		info, err := o.client.ContainerInspect(ctx, c.ID)
+		s := ServiceStatus{Service: c.Labels[labels.ComposeServiceLabel], Container: c.Name,
+			Default: c.Labels[labels.LabelDefaultService] == "true", State: c.State, Status: c.Status, Ports: []Port{}}
+		info, err := o.backend.Inspect(ctx, c.ID)
 		if err != nil {
 			// Removed between the list and now: report what the list said.
 			out = append(out, s)
 			continue
 		}
-		if st := info.State; st != nil {
-			s.State = string(st.Status)
-			s.ExitCode = st.ExitCode
-			s.OOMKilled = st.OOMKilled
-			if st.Health != nil {
-				s.Health = string(st.Health.Status)
-			}
-		}
-		if info.NetworkSettings != nil {
-			for port, bindings := range info.NetworkSettings.Ports {
-				for _, pb := range bindings {
-					p := Port{ContainerPort: port.Int(), Protocol: port.Proto(), HostIP: pb.HostIP}
-					fmt.Sscan(pb.HostPort, &p.HostPort)
-					if !slices.Contains(s.Ports, p) {
-						s.Ports = append(s.Ports, p)
-					}
-				}
-			}
-		}
-		slices.SortFunc(s.Ports, func(a, b Port) int {
-			return cmp.Or(cmp.Compare(a.ContainerPort, b.ContainerPort), cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.HostIP, b.HostIP))
-		})
+		s.State, s.ExitCode, s.OOMKilled, s.Health = info.State, info.ExitCode, info.OOMKilled, info.Health
+		s.Ports = append(s.Ports, info.Ports...)
 		out = append(out, s)
 	}
 	slices.SortFunc(out, func(a, b ServiceStatus) int {
@@ -94,7 +72,7 @@ func (o *Orchestrator) Ps(ctx context.Context, project string) ([]ServiceStatus,
 
 // nearProjects is the "did you mean" hint for a project name that matches nothing.
 func (o *Orchestrator) nearProjects(ctx context.Context, project string) string {
-	list, err := tracking.List(ctx, o.client)
+	list, err := o.backend.ListProjects(ctx)
 	if err != nil {
 		return ""
 	}

@@ -18,8 +18,7 @@ import (
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/compose"
 	cbxerr "github.com/composebox/composebox/internal/errdefs"
-	"github.com/composebox/composebox/lifecycle"
-	"github.com/composebox/composebox/lifecycle/sandboxio"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // SampleSpec configures one sample. The zero value is a sample with a random id.
@@ -63,7 +62,7 @@ type Sample struct {
 // stoppedService is a service whose container exists but does not run: a one-shot service
 // that finished, or one that died.
 type stoppedService struct {
-	diagnosis sandboxio.Diagnosis
+	diagnosis backend.Diagnosis
 }
 
 // ID is the sample's id; Project its compose project name (cbx-<task>-<shortid>).
@@ -145,19 +144,19 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 	s := &Sample{o: t.o, task: t, id: id, project: compose.ProjectName(t.name, short), created: start, calls: newCalls(), pooled: refill != nil}
 	p, err := t.sampleProject(ctx, s, spec)
 	if err != nil {
-		return nil, fmt.Errorf("sample init %s: %w", s.project, engineLost(err))
+		return nil, fmt.Errorf("sample init %s: %w", s.project, t.o.engineLost(err))
 	}
 	if err := t.register(s); err != nil {
 		return nil, err
 	}
 	if err := t.o.track(s); err != nil {
 		t.unregister(s)
-		return nil, fmt.Errorf("sample init %s: %w", s.project, engineLost(err))
+		return nil, fmt.Errorf("sample init %s: %w", s.project, t.o.engineLost(err))
 	}
 	fail := func(err error) (*Sample, error) {
 		// Before the teardown: removing a failed sample is not a start.
-		slot.release(outcomeOf(err))
-		err = engineLost(err)
+		slot.release(t.o.outcomeOf(err))
+		err = t.o.engineLost(err)
 		if ctx.Err() != nil && t.life.Err() != nil {
 			err = cbxerr.Wrap(cbxerr.ErrUnavailable, err, fmt.Sprintf("task %s is being cleaned up", t.name))
 		}
@@ -170,9 +169,9 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 		}
 		return nil, err
 	}
-	wait := lifecycle.WaitOptions{
+	wait := backend.WaitOptions{
 		Timeout: cmp.Or(spec.ReadyTimeout, t.spec.ReadyTimeout),
-		OnReady: func(st lifecycle.ServiceState) {
+		OnReady: func(st backend.ServiceState) {
 			t.o.emit(Event{Kind: EventServiceReady, Task: t.name, Sample: id, Project: s.project, Service: st.Service, Duration: time.Since(start)})
 		},
 	}
@@ -189,11 +188,11 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 			t.o.emit(Event{Kind: EventServiceProgress, Task: t.name, Sample: id, Project: s.project, Service: service, Message: status, Duration: time.Since(start)})
 		}
 	}
-	if err := t.o.engine.Up(ctx, p, lifecycle.UpOptions{Wait: wait, OnProgress: onProgress, HostAccess: t.policy.AllowHostAccess}); err != nil {
+	if err := t.o.backend.Up(ctx, p, backend.UpOptions{Wait: wait, OnProgress: onProgress, HostAccess: t.policy.AllowHostAccess}); err != nil {
 		return fail(err)
 	}
 	t.o.emit(Event{Kind: EventSampleStarted, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start)})
-	states, err := t.o.engine.Wait(ctx, p, wait)
+	states, err := t.o.backend.Wait(ctx, p, wait)
 	if err != nil {
 		return fail(err)
 	}
@@ -204,7 +203,7 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 	if err != nil {
 		return fail(err)
 	}
-	byName := map[string]lifecycle.ServiceState{}
+	byName := map[string]backend.ServiceState{}
 	for _, st := range states {
 		byName[st.Service] = st
 	}
@@ -215,7 +214,7 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 		}
 		if st.State != "running" {
 			// A one-shot service that finished: nothing to exec into.
-			s.markStopped(name, sandboxio.Diagnosis{Container: st.ContainerID, Name: st.Container, Status: st.State, ExitCode: st.ExitCode, OOMKilled: st.OOMKilled, LogTail: st.Logs})
+			s.markStopped(name, backend.Diagnosis{Container: st.ContainerID, Name: st.Container, Status: st.State, ExitCode: st.ExitCode, OOMKilled: st.OOMKilled, LogTail: st.Logs})
 			continue
 		}
 		s.sandboxes = append(s.sandboxes, t.o.newSandbox(s, name, st.ContainerID, st.Container, st.WorkingDir, st.User, name == t.defaultService))
@@ -346,7 +345,7 @@ func (s *Sample) cleanup(dctx context.Context) error {
 	// The slot wait is bounded by the teardown's deadline, not by ctx: see teardownContext.
 	slot, err := s.o.teardowns.acquire(dctx)
 	if err == nil {
-		_, err = s.o.engine.Down(dctx, s.project, lifecycle.DownOptions{})
+		_, err = s.o.backend.Down(dctx, s.project, backend.DownOptions{})
 		slot.release(neutral)
 	}
 	if err != nil {
@@ -358,7 +357,7 @@ func (s *Sample) cleanup(dctx context.Context) error {
 	}
 	var cleanupErr error
 	if err := errs.ErrorOrNil(); err != nil {
-		cleanupErr = fmt.Errorf("sample cleanup %s: %w", s.project, engineLost(err))
+		cleanupErr = fmt.Errorf("sample cleanup %s: %w", s.project, s.o.engineLost(err))
 	}
 	task := ""
 	if s.task != nil {
@@ -375,7 +374,7 @@ func (s *Sample) cleanup(dctx context.Context) error {
 }
 
 // markStopped records a service whose container exists but does not run.
-func (s *Sample) markStopped(service string, d sandboxio.Diagnosis) {
+func (s *Sample) markStopped(service string, d backend.Diagnosis) {
 	if s.stopped == nil {
 		s.stopped = map[string]stoppedService{}
 	}

@@ -1,41 +1,38 @@
 package orchestrator
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
-	"slices"
-	"strconv"
 	"strings"
 
-	"github.com/composebox/composebox/lifecycle/sandboxio"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
-// Exec types, shared with the Engine API layer.
+// Exec types, the backend boundary's.
 type (
 	// ExecRequest is one command: argv (no implicit shell), stdin, cwd, env, user, timeout and
 	// output caps. The zero value of every field but Cmd is the default.
-	ExecRequest = sandboxio.ExecRequest
+	ExecRequest = backend.ExecRequest
 	// ExecResult is a finished command; a non-zero exit code is a result, not an error.
-	ExecResult = sandboxio.ExecResult
+	ExecResult = backend.ExecResult
 	// ExecError carries the partial result of an exec that timed out, hit a strict output
 	// limit, could not run, or was cancelled.
-	ExecError = sandboxio.ExecError
+	ExecError = backend.ExecError
 	// Process is a streaming exec: Events yields output chunks as they arrive; Poll, Wait and
 	// Kill behave like a local process's.
-	Process = sandboxio.Process
+	Process = backend.Process
 	// StreamEvent is one chunk of a streaming exec's output.
-	StreamEvent = sandboxio.Event
+	StreamEvent = backend.Event
 	// WindowSize is a terminal's size, for an ExecRequest with TTY (its Size, and each change
 	// sent on its Resize hook).
-	WindowSize = sandboxio.WindowSize
+	WindowSize = backend.WindowSize
 )
 
 // Output streams of a StreamEvent.
 const (
-	StreamStdout = sandboxio.Stdout
-	StreamStderr = sandboxio.Stderr
+	StreamStdout = backend.Stdout
+	StreamStderr = backend.Stderr
 )
 
 // DefaultReadLimit is ReadFile's limit: 100 MiB. A larger file is ErrOutputLimit.
@@ -49,7 +46,10 @@ type Sandbox struct {
 	service   string
 	container string
 	isDefault bool
-	target    sandboxio.Target
+	target    backend.Target
+	// io is the backend the container lives on.
+	io backend.Sandboxes
+	o  *Orchestrator
 	// execs bounds exec and file calls orchestrator-wide (nil: unbounded).
 	execs *gate
 	// calls are the calls in flight on the sample's sandboxes, which its cleanup stops.
@@ -59,8 +59,8 @@ type Sandbox struct {
 func (o *Orchestrator) newSandbox(s *Sample, service, containerID, name, workingDir, user string, isDefault bool) *Sandbox {
 	return &Sandbox{
 		project: s.project, service: service, container: name, isDefault: isDefault, execs: o.execs, calls: s.calls,
-		// The raw client, not the engine's retrying one: an exec is never retried implicitly.
-		target: sandboxio.Target{Client: o.client, Container: containerID, Service: service, WorkingDir: workingDir, User: user},
+		io: o.backend, o: o,
+		target: backend.Target{Container: containerID, Service: service, WorkingDir: workingDir, User: user},
 	}
 }
 
@@ -94,7 +94,7 @@ func (b *Sandbox) Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
 		return ExecResult{}, err
 	}
 	defer end()
-	return sandboxio.Exec(ctx, b.target, req)
+	return b.io.Exec(ctx, b.target, req)
 }
 
 // ExecDetached starts req in the background, as `docker exec -d` does, and returns the
@@ -107,7 +107,7 @@ func (b *Sandbox) ExecDetached(ctx context.Context, req ExecRequest) (string, er
 		return "", err
 	}
 	defer end()
-	return sandboxio.ExecDetached(ctx, b.target, req)
+	return b.io.ExecDetached(ctx, b.target, req)
 }
 
 // ExecStream starts req and returns at once; its Events arrive as the command writes them.
@@ -119,7 +119,7 @@ func (b *Sandbox) ExecStream(ctx context.Context, req ExecRequest) (*Process, er
 	if err != nil {
 		return nil, err
 	}
-	p, err := sandboxio.ExecStream(ctx, b.target, req)
+	p, err := b.io.ExecStream(ctx, b.target, req)
 	if err != nil {
 		end()
 		return nil, err
@@ -139,7 +139,7 @@ func (b *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
 		return nil, err
 	}
 	defer end()
-	return sandboxio.ReadFile(ctx, b.target, path, DefaultReadLimit)
+	return b.io.ReadFile(ctx, b.target, path, DefaultReadLimit)
 }
 
 // ReadFileTo streams the file to w, holding no copy of it, and returns the bytes written.
@@ -154,7 +154,7 @@ func (b *Sandbox) ReadFileTo(ctx context.Context, path string, w io.Writer, limi
 		return 0, err
 	}
 	defer end()
-	return sandboxio.ReadFileTo(ctx, b.target, path, w, limit)
+	return b.io.ReadFileTo(ctx, b.target, path, w, limit)
 }
 
 // ReadDirTo streams the directory at path into w as a tar archive of its contents, made by tar
@@ -168,7 +168,7 @@ func (b *Sandbox) ReadDirTo(ctx context.Context, path string, w io.Writer) error
 		return err
 	}
 	defer end()
-	return sandboxio.ReadDirTo(ctx, b.target, path, w)
+	return b.io.ReadDirTo(ctx, b.target, path, w)
 }
 
 // WriteDirFrom unpacks the tar archive read from r into the directory at path, creating it
@@ -179,7 +179,7 @@ func (b *Sandbox) WriteDirFrom(ctx context.Context, path string, r io.Reader) er
 		return err
 	}
 	defer end()
-	return sandboxio.WriteDirFrom(ctx, b.target, path, r)
+	return b.io.WriteDirFrom(ctx, b.target, path, r)
 }
 
 // WriteFile creates or replaces the file, creating missing parent directories, as the
@@ -191,7 +191,7 @@ func (b *Sandbox) WriteFile(ctx context.Context, path string, data []byte) error
 		return err
 	}
 	defer end()
-	return sandboxio.WriteFile(ctx, b.target, path, data)
+	return b.io.WriteFile(ctx, b.target, path, data)
 }
 
 // WriteFileFrom is WriteFile streaming size bytes from r. An r that blocks does not hold the
@@ -202,7 +202,7 @@ func (b *Sandbox) WriteFileFrom(ctx context.Context, path string, r io.Reader, s
 		return err
 	}
 	defer end()
-	return sandboxio.WriteFileFrom(ctx, b.target, path, r, size)
+	return b.io.WriteFileFrom(ctx, b.target, path, r, size)
 }
 
 // begin admits one call: it registers it with the sample, whose cleanup then stops it, and
@@ -233,19 +233,14 @@ func execOp(cmd []string) string {
 }
 
 // Port is a published port, as Connection reports it.
-type Port struct {
-	ContainerPort int    `json:"container_port"`
-	Protocol      string `json:"protocol"`
-	HostIP        string `json:"host_ip"`
-	HostPort      int    `json:"host_port"`
-}
+type Port = backend.Port
 
 // Connection tells a person or a tool how to reach a running service.
 type Connection struct {
 	ContainerID   string `json:"container_id"`
 	ContainerName string `json:"container_name"`
-	// Command enters the container: `docker exec -it <name> bash -l` when bash exists, else
-	// sh, with --user when the sandbox has one.
+	// Command enters the container, as its backend says (Docker: `docker exec -it <name>
+	// bash -l` when bash exists, else sh, with --user when the sandbox has one).
 	Command string `json:"command"`
 	Ports   []Port `json:"ports"`
 }
@@ -254,30 +249,15 @@ type Connection struct {
 // and its published ports, as the engine bound them (127.0.0.1 unless the task opted in to
 // public ports and named another address).
 func (b *Sandbox) Connection(ctx context.Context) (Connection, error) {
-	info, err := b.target.Client.ContainerInspect(ctx, b.target.Container)
+	info, err := b.io.Inspect(ctx, b.target.Container)
 	if err != nil {
 		return Connection{}, fmt.Errorf("connection to %s: %w", b.service, err)
 	}
-	c := Connection{ContainerID: info.ID, ContainerName: strings.TrimPrefix(info.Name, "/")}
+	c := Connection{ContainerID: info.ID, ContainerName: info.Name, Ports: info.Ports}
 	shell := "sh"
 	if r, err := b.Exec(ctx, ExecRequest{Cmd: []string{"test", "-x", "/bin/bash"}}); err == nil && r.ExitCode == 0 {
 		shell = "bash -l"
 	}
-	user := ""
-	if b.target.User != "" {
-		user = " --user " + b.target.User
-	}
-	c.Command = fmt.Sprintf("docker exec -it%s %s %s", user, c.ContainerName, shell)
-	if info.NetworkSettings != nil {
-		for port, bindings := range info.NetworkSettings.Ports {
-			for _, pb := range bindings {
-				hp, _ := strconv.Atoi(pb.HostPort)
-				c.Ports = append(c.Ports, Port{ContainerPort: port.Int(), Protocol: port.Proto(), HostIP: pb.HostIP, HostPort: hp})
-			}
-		}
-	}
-	slices.SortFunc(c.Ports, func(a, b Port) int {
-		return cmp.Or(cmp.Compare(a.ContainerPort, b.ContainerPort), cmp.Compare(a.Protocol, b.Protocol))
-	})
+	c.Command = b.io.ShellCommand(c.ContainerName, b.target.User, shell)
 	return c, nil
 }

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -12,16 +13,14 @@ import (
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
-	"github.com/docker/docker/errdefs"
 	"github.com/hashicorp/go-multierror"
 
-	"github.com/composebox/composebox/cleanup"
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/compose"
 	cbxerr "github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/internal/images/imagespec"
-	"github.com/composebox/composebox/lifecycle"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // TaskSpec says where a task's environment comes from. Exactly one of Path, YAML and Project
@@ -154,7 +153,7 @@ func (o *Orchestrator) TaskInit(ctx context.Context, spec TaskSpec) (*Task, erro
 	}
 	if o.cfg.defaultImage == "" && spec.Path == "" && spec.YAML == nil && spec.Project == nil {
 		// The default image is composebox's own base image: make sure it exists.
-		if _, err := o.engine.Images().Base(ctx); err != nil {
+		if _, err := o.backend.BaseImage(ctx); err != nil {
 			return nil, fmt.Errorf("task init: %w", err)
 		}
 	}
@@ -279,7 +278,7 @@ func (o *Orchestrator) ensureBaseIfUsed(ctx context.Context, res *compose.Resolu
 	if res.Source == compose.SourceDefault && res.Image != ref {
 		return nil
 	}
-	_, err = o.engine.Images().Base(ctx)
+	_, err = o.backend.BaseImage(ctx)
 	return err
 }
 
@@ -334,7 +333,7 @@ func (t *Task) prepareImages(ctx context.Context) error {
 			}
 		} else {
 			start := time.Now()
-			built, err := t.o.engine.Build(ctx, svc, lifecycle.BuildOptions{Tag: b.Tag, Labels: lbl, Limit: t.o.buildLimit,
+			built, err := t.o.backend.Build(ctx, svc, backend.BuildOptions{Tag: b.Tag, Labels: lbl, Limit: t.o.buildLimit,
 				Roots: roots, AllowAddURL: t.policy.AllowAddURL, HostAccess: t.policy.AllowHostAccess})
 			if err != nil {
 				return err
@@ -361,11 +360,11 @@ func (t *Task) prepareImages(ctx context.Context) error {
 }
 
 func (t *Task) requireImage(ctx context.Context, ref, why string) error {
-	_, err := t.o.engine.Client().ImageInspect(ctx, ref)
+	_, err := t.o.backend.Image(ctx, ref)
 	switch {
 	case err == nil:
 		return nil
-	case errdefs.IsNotFound(err):
+	case errors.Is(err, cbxerr.ErrNotFound):
 		msg := fmt.Sprintf("image %s is not present locally, and composebox never pulls (no registry is assumed): build it or `docker load` it", ref)
 		if why != "" {
 			msg += "; needed by " + why
@@ -434,9 +433,8 @@ func (t *Task) cleanup(dctx context.Context) error {
 	wg.Wait()
 	// Anything the map missed (a sample whose own teardown failed, or whose registration
 	// raced with a crash of its caller): sweep by labels, this task's projects only.
-	// The engine's client retries transient daemon errors, which a teardown must ride out.
-	c := t.o.engine.Client()
-	projects, err := tracking.ProjectsOf(dctx, c, t.name, t.o.owner)
+	// The backend retries transient engine errors, which a teardown must ride out.
+	projects, err := t.o.backend.OwnedProjects(dctx, t.name, t.o.owner)
 	if err != nil {
 		errs = multierror.Append(errs, err)
 	}
@@ -449,7 +447,7 @@ func (t *Task) cleanup(dctx context.Context) error {
 			errs = multierror.Append(errs, fmt.Errorf("remove project %s: %w", p, err))
 			continue
 		}
-		_, err = cleanup.RemoveProject(dctx, c, p, cleanup.RemoveOptions{})
+		_, err = t.o.backend.Down(dctx, p, backend.DownOptions{})
 		slot.release(neutral)
 		if err != nil {
 			errs = multierror.Append(errs, err)
@@ -459,7 +457,7 @@ func (t *Task) cleanup(dctx context.Context) error {
 		}
 	}
 	if err := errs.ErrorOrNil(); err != nil {
-		return fmt.Errorf("cleanup task %s: %w", t.name, engineLost(err))
+		return fmt.Errorf("cleanup task %s: %w", t.name, t.o.engineLost(err))
 	}
 	t.cleaned = true
 	t.o.endTracking(t.name)

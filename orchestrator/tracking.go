@@ -7,10 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/composebox/composebox/cleanup"
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/compose"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // Tracking. Every resource of a sample carries the owner label of the process that created it
@@ -49,10 +49,11 @@ func WithSweepStale() Option {
 func (o *Orchestrator) startTracking(ctx context.Context, task string) error {
 	if o.cfg.reaper {
 		// The watchdog reaches the engine the way this process's environment says; a client
-		// given with WithClient may point elsewhere, so pass its host on.
+		// or backend given with WithClient or WithBackend may point elsewhere, so pass its
+		// endpoint on.
 		host := ""
-		if o.cfg.client != nil {
-			host = o.client.DaemonHost()
+		if o.cfg.client != nil || o.cfg.backend != nil {
+			host = o.backend.Endpoint()
 		}
 		if err := tracking.StartReaper(ctx, o.owner, host, o.cfg.stateDir); err != nil {
 			return err
@@ -63,7 +64,7 @@ func (o *Orchestrator) startTracking(ctx context.Context, task string) error {
 		o.cfg.log.Warn("state cache: record task", "task", task, "err", err)
 	}
 	if o.cfg.sweepStale {
-		res, err := tracking.Sweep(ctx, o.engine.Client(), tracking.Selector{Stale: true, Task: task}, cleanup.RemoveOptions{})
+		res, err := o.backend.Sweep(ctx, backend.Selector{Stale: true, Task: task}, backend.RemoveOptions{})
 		for _, r := range res {
 			if r.Err == nil {
 				o.cfg.log.Info("removed stale project", "project", r.Name, "owner", r.Owner)
@@ -122,7 +123,7 @@ func (s *Sample) Detach(ctx context.Context) error {
 	}
 	// The take's own record comes first, or it would overwrite the state cache's record below.
 	s.settled(ctx)
-	if err := tracking.MarkDetached(ctx, o.client, s.project, task, s.id); err != nil {
+	if err := o.backend.MarkDetached(ctx, backend.Marker{Project: s.project, Task: task, Sample: s.id}); err != nil {
 		return fmt.Errorf("detach sample %s: %w", s.id, err)
 	}
 	if s.task != nil {

@@ -15,38 +15,21 @@ import (
 
 	"github.com/composebox/composebox/internal/engine"
 	"github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
-// Status of one check.
-type Status string
+// A doctor report's types are the backend boundary's: Doctor is the Docker backend's.
+type (
+	Status = backend.Status
+	Check  = backend.Check
+	Report = backend.Report
+)
 
 const (
-	Pass Status = "pass"
-	Warn Status = "warn"
-	Fail Status = "fail"
+	Pass = backend.Pass
+	Warn = backend.Warn
+	Fail = backend.Fail
 )
-
-// Check is one line of a doctor report.
-type Check struct {
-	Name   string `json:"name"`
-	Status Status `json:"status"`
-	Detail string `json:"detail"`
-	Fix    string `json:"fix,omitempty"`
-}
-
-func (c Check) String() string {
-	s := fmt.Sprintf("[%s] %s: %s", c.Status, c.Name, c.Detail)
-	if c.Fix != "" && c.Status != Pass {
-		s += " (fix: " + c.Fix + ")"
-	}
-	return s
-}
-
-// Report is the outcome of Doctor.
-type Report struct {
-	OK     bool    `json:"ok"`
-	Checks []Check `json:"checks"`
-}
 
 // Options tunes Doctor. The zero value checks the default setup.
 type Options struct {

@@ -38,6 +38,37 @@ const (
 	LabelBuildNetwork = "dev.composebox.build-network"
 )
 
+// Labels of the warm marker: the fingerprint of the task configuration, and whether other
+// processes may take the sample.
+const (
+	LabelPoolConfig = "dev.composebox.pool.config"
+	LabelPoolShared = "dev.composebox.pool.shared"
+)
+
+// Markers record a project's hand-over (detached) or its place in a warm pool (warm, claimed):
+// on Docker, empty volumes carrying the project's labels. They are composebox's bookkeeping, not
+// the project's volumes, and are not counted as such. Their names, cbx.<kind>.<project>, are no
+// compose resource's (a project's volumes are <project>_<key>, and project names hold no dot),
+// so no compose file can create or pre-empt one.
+const (
+	MarkerDetached = "detached"
+	MarkerWarm     = "warm"
+	MarkerClaim    = "claim"
+)
+
+// MarkerName is the name of project's marker of kind.
+func MarkerName(kind, project string) string { return "cbx." + kind + "." + project }
+
+// IsMarker reports one of project's markers.
+func IsMarker(project, name string) bool {
+	for _, kind := range [...]string{MarkerDetached, MarkerWarm, MarkerClaim} {
+		if name == MarkerName(kind, project) {
+			return true
+		}
+	}
+	return false
+}
+
 // Values of LabelPool.
 const (
 	PoolPooled  = "pooled"
@@ -45,8 +76,13 @@ const (
 	PoolClaimed = "claimed"
 )
 
-// ManagedFilter is the engine filter that selects everything composebox created.
+// ManagedFilter is the label selector that selects everything composebox created.
 const ManagedFilter = LabelManaged + "=true"
+
+// ProjectSelector selects the composebox resources of one project: every label it lists.
+func ProjectSelector(project string) []string {
+	return []string{ManagedFilter, ComposeProjectLabel + "=" + project}
+}
 
 // OwnerDetached is the owner of a sample handed over by `composebox up`: never stale.
 const OwnerDetached = "detached"

@@ -146,7 +146,7 @@ func list(ctx context.Context, c client.APIClient, f filters.Args) ([]Project, e
 	}
 	for _, x := range vols.Volumes {
 		created, _ := time.Parse(time.RFC3339, x.CreatedAt)
-		if p := agg.add(x.Labels, created, markerKind(x.Name, x.Labels)); p != nil && !cleanup.IsMarkerVolume(p.Name, x.Name) {
+		if p := agg.add(x.Labels, created, markerKind(x.Name, x.Labels)); p != nil && !labels.IsMarker(p.Name, x.Name) {
 			p.Volumes++
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 
-	"github.com/composebox/composebox/cleanup"
 	"github.com/composebox/composebox/cleanup/labels"
 	cbxerr "github.com/composebox/composebox/internal/errdefs"
 )
@@ -28,13 +27,13 @@ import (
 // since a create of an existing name silently returns the existing volume.
 
 // markerName is the name of project's marker of kind.
-func markerName(kind, project string) string { return cleanup.MarkerVolume(kind, project) }
+func markerName(kind, project string) string { return labels.MarkerName(kind, project) }
 
 // Marker kinds.
 const (
-	markerDetached = cleanup.MarkerDetached
-	markerWarm     = cleanup.MarkerWarm
-	markerClaim    = cleanup.MarkerClaim
+	markerDetached = labels.MarkerDetached
+	markerWarm     = labels.MarkerWarm
+	markerClaim    = labels.MarkerClaim
 )
 
 // createMarker creates the marker volume name with lbl and checks that the volume the engine

@@ -47,22 +47,15 @@ func ClaimVolume(project string) string { return markerName(markerClaim, project
 // other processes take it.
 func MarkWarm(ctx context.Context, c client.APIClient, project, task, sample, owner, fingerprint string, shared bool) error {
 	lbl := markerLabels(project, task, sample, owner, labels.PoolWarm)
-	lbl[labelPoolConfig] = fingerprint
+	lbl[labels.LabelPoolConfig] = fingerprint
 	if shared {
-		lbl[labelPoolShared] = "true"
+		lbl[labels.LabelPoolShared] = "true"
 	}
 	if err := createMarker(ctx, c, WarmVolume(project), lbl); err != nil {
 		return fmt.Errorf("mark %s warm: create marker volume: %w", project, err)
 	}
 	return nil
 }
-
-// Labels of the warm marker: the fingerprint of the task configuration, and whether other
-// processes may take the sample.
-const (
-	labelPoolConfig = "dev.composebox.pool.config"
-	labelPoolShared = "dev.composebox.pool.shared"
-)
 
 // Claim takes project out of the pool for sample, on behalf of owner, and records the claim
 // (Take, then RecordClaim). It reports false, with no error, when the project was not free:
@@ -126,7 +119,7 @@ func WarmProjects(ctx context.Context, c client.APIClient, task string) ([]WarmP
 		created, _ := time.Parse(time.RFC3339Nano, v.Labels[labels.LabelCreated])
 		out = append(out, WarmProject{
 			Project: v.Labels[labels.ComposeProjectLabel], Task: task, Sample: v.Labels[labels.LabelSample],
-			Owner: v.Labels[labels.LabelOwner], Fingerprint: v.Labels[labelPoolConfig], Shared: v.Labels[labelPoolShared] == "true", Created: created,
+			Owner: v.Labels[labels.LabelOwner], Fingerprint: v.Labels[labels.LabelPoolConfig], Shared: v.Labels[labels.LabelPoolShared] == "true", Created: created,
 		})
 	}
 	sortWarm(out)

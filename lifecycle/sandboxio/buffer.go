@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // errStop is returned by a sink to make the demultiplexer stop reading: the command is then
@@ -124,21 +124,7 @@ func (h *holdback) take() []byte {
 	return p
 }
 
-// decodeText decodes b as UTF-8, turning each invalid byte into U+FFFD, as Python's
-// errors="replace" does, which Python harnesses expect.
-func decodeText(b []byte) string {
-	if utf8.Valid(b) {
-		return string(b)
-	}
-	var sb strings.Builder
-	sb.Grow(len(b) + 16)
-	for len(b) > 0 {
-		r, size := utf8.DecodeRune(b)
-		sb.WriteRune(r) // RuneError for an invalid byte is U+FFFD
-		b = b[size:]
-	}
-	return sb.String()
-}
+func decodeText(b []byte) string { return backend.DecodeText(b) }
 
 // limitWriter passes at most limit bytes to w and then stops the stream.
 type limitWriter struct {

@@ -11,6 +11,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	dockererrdefs "github.com/docker/docker/errdefs"
 	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 const (
@@ -21,23 +23,8 @@ const (
 	logTailBytes = 4096
 )
 
-// Diagnosis is the state of a container, as reported by the engine, for explaining why it
-// cannot run anything.
-type Diagnosis struct {
-	Container string // as given in the Target
-	Name      string
-	// Missing is set when the container no longer exists; nothing else is then known.
-	Missing    bool
-	Status     string // created, running, paused, restarting, removing, exited, dead
-	Running    bool
-	Paused     bool
-	ExitCode   int
-	OOMKilled  bool
-	Error      string // the engine's error for the container, if any
-	FinishedAt string
-	// LogTail is the end of the container's logs (stdout and stderr interleaved).
-	LogTail string
-}
+// Diagnosis is the state of a container (the backend boundary's type).
+type Diagnosis = backend.Diagnosis
 
 // Diagnose inspects the target's container and reads the tail of its logs. A container that
 // does not exist is a Diagnosis with Missing set, not an error.
@@ -79,33 +66,4 @@ func Diagnose(ctx context.Context, t Target) (Diagnosis, error) {
 	}
 	d.LogTail = strings.TrimRight(decodeText(tail), "\n")
 	return d, nil
-}
-
-// String is a one-line explanation for error messages.
-func (d Diagnosis) String() string {
-	name := d.Name
-	if name == "" {
-		name = d.Container
-	}
-	if d.Missing {
-		return fmt.Sprintf("container %s no longer exists", name)
-	}
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "container %s is %s", name, d.Status)
-	if !d.Running || d.Paused {
-		fmt.Fprintf(&sb, " (exit code %d, oom killed %t", d.ExitCode, d.OOMKilled)
-		if d.FinishedAt != "" && !strings.HasPrefix(d.FinishedAt, "0001-") {
-			fmt.Fprintf(&sb, ", finished %s", d.FinishedAt)
-		}
-		if d.Error != "" {
-			fmt.Fprintf(&sb, ", error %q", d.Error)
-		}
-		sb.WriteString(")")
-	}
-	if d.LogTail != "" {
-		fmt.Fprintf(&sb, "; last log lines: %q", d.LogTail)
-	} else {
-		sb.WriteString("; no log output")
-	}
-	return sb.String()
 }

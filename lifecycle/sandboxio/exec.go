@@ -8,95 +8,24 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/orchestrator/backend"
+)
+
+// The exec types are the backend boundary's (orchestrator/backend): this package is the
+// Docker implementation of them.
+type (
+	ExecRequest = backend.ExecRequest
+	WindowSize  = backend.WindowSize
+	ExecResult  = backend.ExecResult
+	ExecError   = backend.ExecError
 )
 
 // DefaultOutputLimit is the per-stream cap on captured output when ExecRequest.OutputLimit is 0.
-const DefaultOutputLimit = 10 << 20
-
-// ExecRequest is one command to run. The zero value of every field but Cmd is the default.
-type ExecRequest struct {
-	// Cmd is the argv. There is no implicit shell: use []string{"sh", "-c", script} for one.
-	Cmd []string
-	// Stdin is written to the command while its output is read, so any size works. Empty
-	// (and no StdinReader) means stdin is closed (the command reads EOF at once).
-	Stdin []byte
-	// StdinReader streams the command's stdin from a reader, as os/exec's Cmd.Stdin does: read
-	// as the command consumes it, until EOF, which closes the command's stdin. A read error
-	// kills the command and fails the call. A read that blocks never holds the call past its
-	// end (timeout, ctx, kill, exit): it is left to finish on its own. Not with Stdin.
-	StdinReader io.Reader
-	// Stdout and Stderr, when set, receive every byte of the stream as the command writes it,
-	// as os/exec's Cmd.Stdout does; the result still keeps the tail (OutputLimit). A writer
-	// that blocks holds the command back (like a full pipe) but never the call past its end;
-	// a writer that fails stops the command and fails the call with its error.
-	Stdout, Stderr io.Writer
-	// Cwd is the working directory. A relative one resolves against Target.WorkingDir with
-	// POSIX rules; "" is Target.WorkingDir (or the container's own default).
-	Cwd string
-	// Env adds to (and overrides) the container's environment.
-	Env map[string]string
-	// User is a name or uid[:gid]; "" is Target.User.
-	User string
-	// Timeout, when positive, kills the command and every process it started once it passes,
-	// and makes the call return ErrTimeout with the output so far.
-	Timeout time.Duration
-	// OutputLimit caps the bytes kept per stream (0: DefaultOutputLimit). Past it the tail is
-	// kept and the stream's Truncated flag set.
-	OutputLimit int
-	// StrictLimit turns going past OutputLimit into an ErrOutputLimit error: the command is
-	// killed at that point and the result holds the first OutputLimit bytes.
-	StrictLimit bool
-	// TTY runs the command on a pseudo-terminal, as `docker exec -t` does: what it writes to
-	// stdout and stderr arrives as one stream in Stdout (and the result's Stdout), with the
-	// terminal's line endings, and StdinReader carries keystrokes.
-	TTY bool
-	// Size is the terminal's size when the command starts (TTY only; zero: the engine's
-	// default, 80x24 or so).
-	Size WindowSize
-	// Resize is the resize hook of a TTY: each size sent on it while the command runs is passed
-	// on to the terminal (the command gets SIGWINCH). Nil: the size never changes.
-	Resize <-chan WindowSize
-}
-
-// WindowSize is a terminal's size in character cells.
-type WindowSize struct {
-	Rows, Cols uint
-}
-
-// ExecResult is a finished command. A non-zero ExitCode is a result, not an error.
-type ExecResult struct {
-	ExitCode int
-	// Stdout and Stderr are the captured bytes: everything, or the last OutputLimit bytes when
-	// the stream was truncated.
-	Stdout, Stderr                   []byte
-	StdoutTruncated, StderrTruncated bool
-	// StdoutBytes and StderrBytes count every byte the command wrote, kept or not.
-	StdoutBytes, StderrBytes int64
-	Duration                 time.Duration
-}
-
-// StdoutText is Stdout as UTF-8 text, with U+FFFD in place of each invalid byte.
-func (r ExecResult) StdoutText() string { return decodeText(r.Stdout) }
-
-// StderrText is Stderr as UTF-8 text, with U+FFFD in place of each invalid byte.
-func (r ExecResult) StderrText() string { return decodeText(r.Stderr) }
-
-// ExecError is the error of an exec that ran but did not complete normally: ErrTimeout,
-// ErrOutputLimit, ErrPermission (argv[0] not executable), ErrNotFound (no such Cwd), or a
-// cancelled context. Result holds what the command wrote before that. errors.Is sees the
-// category through it.
-type ExecError struct {
-	Result ExecResult
-	Err    error
-}
-
-func (e *ExecError) Error() string { return e.Err.Error() }
-func (e *ExecError) Unwrap() error { return e.Err }
+const DefaultOutputLimit = backend.DefaultOutputLimit
 
 // Exec runs req in the target's container and waits for it, reading stdout and stderr to
 // their ends while it writes stdin. It costs exactly the engine's three calls (create,

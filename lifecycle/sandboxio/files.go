@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // DefaultReadLimit is ReadFile's size limit when the caller passes 0.
@@ -27,7 +28,7 @@ const (
 // ErrNotRegularFile is what reading anything but a regular file gives (with ErrInvalidConfig):
 // a FIFO the agent made would block the read until someone writes to it, and a device such as
 // /dev/zero would stream forever, so neither is opened.
-var ErrNotRegularFile = errors.New("not a regular file")
+var ErrNotRegularFile = backend.ErrNotRegularFile
 
 // notRegularError is a read refused by the file's type. It matches ErrNotRegularFile and
 // ErrInvalidConfig.

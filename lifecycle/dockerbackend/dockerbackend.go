@@ -1,0 +1,201 @@
+// Package dockerbackend is the Docker implementation of the orchestrator's backend boundary
+// (orchestrator/backend): one Docker Engine, reached through one Engine API client. It is a
+// thin adapter: projects go through lifecycle (the embedded compose library), teardown,
+// inventory and markers through cleanup and cleanup/tracking, the engine's fitness through
+// prereqs, and sandbox I/O through lifecycle/sandboxio. It translates between the boundary's
+// neutral types and the Engine API's.
+package dockerbackend
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/docker/docker/client"
+	dockererrdefs "github.com/docker/docker/errdefs"
+
+	"github.com/composebox/composebox/internal/engine"
+	"github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/lifecycle"
+	"github.com/composebox/composebox/orchestrator/backend"
+	"github.com/composebox/composebox/prereqs"
+)
+
+// Backend is one Docker Engine behind the backend boundary. It is safe for concurrent use.
+type Backend struct {
+	// raw is the client as given: exec, attach and copies go through it, never retried.
+	raw client.APIClient
+	// engine drives compose projects over the retrying client.
+	engine *lifecycle.Engine
+	// owned says Close closes raw (a client New made itself).
+	owned   bool
+	onRetry atomic.Pointer[func(op string, err error)]
+}
+
+var (
+	_ backend.Backend       = (*Backend)(nil)
+	_ backend.RetryNotifier = (*Backend)(nil)
+)
+
+// Options configures a Backend. The zero value is the default.
+type Options struct {
+	// Logger receives the engine's diagnostics (default: discarded).
+	Logger *slog.Logger
+	// Retry says how lifecycle calls ride out the daemon's hiccups.
+	Retry lifecycle.RetryPolicy
+	// Subnets configures managed subnets for the networks of samples.
+	Subnets lifecycle.Subnets
+}
+
+// New returns a Backend over c, which it does not close.
+func New(c client.APIClient, opts Options) (*Backend, error) {
+	b := &Backend{raw: c}
+	retry := opts.Retry
+	next := retry.OnRetry
+	retry.OnRetry = func(op string, err error) {
+		if next != nil {
+			next(op, err)
+		}
+		if fn := b.onRetry.Load(); fn != nil {
+			(*fn)(op, err)
+		}
+	}
+	lopts := []lifecycle.Option{lifecycle.WithRetry(retry), lifecycle.WithSubnets(opts.Subnets)}
+	if opts.Logger != nil {
+		lopts = append(lopts, lifecycle.WithLogger(opts.Logger))
+	}
+	e, err := lifecycle.New(c, lopts...)
+	if err != nil {
+		return nil, err
+	}
+	b.engine = e
+	return b, nil
+}
+
+// FromEnv returns a Backend over a client resolved from the environment (DOCKER_HOST, the
+// current docker context), which Close closes.
+func FromEnv(opts Options) (*Backend, error) {
+	c, err := engine.NewClient()
+	if err != nil {
+		return nil, err
+	}
+	b, err := New(c, opts)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	b.owned = true
+	return b, nil
+}
+
+// Client is the Engine API client the backend was made with.
+func (b *Backend) Client() client.APIClient { return b.raw }
+
+// Engine is the lifecycle engine the backend drives projects with.
+func (b *Backend) Engine() *lifecycle.Engine { return b.engine }
+
+// OnRetry tells fn of every retried engine call.
+func (b *Backend) OnRetry(fn func(op string, err error)) { b.onRetry.Store(&fn) }
+
+// Kind is "docker".
+func (b *Backend) Kind() string { return "docker" }
+
+// Endpoint is the daemon's address.
+func (b *Backend) Endpoint() string { return b.raw.DaemonHost() }
+
+// Close releases the engine, and the client when the backend made it.
+func (b *Backend) Close() error {
+	err := b.engine.Close()
+	if b.owned {
+		if cerr := b.raw.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// Ping checks the daemon answers within timeout, its API version and its storage driver.
+func (b *Backend) Ping(ctx context.Context, timeout time.Duration) (backend.Info, error) {
+	info, err := prereqs.Require(ctx, b.raw, timeout)
+	return backend.Info{Endpoint: info.Host, APIVersion: info.APIVersion, OSType: info.OSType, MemTotal: info.MemTotal}, err
+}
+
+// Doctor runs prereqs.Doctor against the engine the environment names.
+func (b *Backend) Doctor(ctx context.Context, opts backend.DoctorOptions) backend.Report {
+	return prereqs.Doctor(ctx, prereqs.Options{
+		PingTimeout: opts.PingTimeout, Busybox: opts.Busybox, Extra: opts.Extra, HostAccess: opts.HostAccess,
+		Subnets: prereqs.SubnetOptions{Disabled: b.engine.Subnets().Disabled, Pool: b.engine.Subnets().Pool, Bits: b.engine.Subnets().Bits},
+	})
+}
+
+// Transient is lifecycle.IsTransient: a reset connection, an overloaded daemon.
+func (b *Backend) Transient(err error) bool { return lifecycle.IsTransient(err) }
+
+// Unreachable reports an error of the Engine API client that could not reach the daemon. The
+// compose library flattens some of its client's errors into text, so the client's own message
+// for a failed dial is recognised too.
+func (b *Backend) Unreachable(err error) bool {
+	return err != nil && (client.IsErrConnectionFailed(err) || strings.Contains(err.Error(), "Cannot connect to the Docker daemon"))
+}
+
+// BaseImage builds composebox's base image unless it exists.
+func (b *Backend) BaseImage(ctx context.Context) (string, error) { return b.engine.Images().Base(ctx) }
+
+// Image inspects ref; an absent image is ErrNotFound.
+func (b *Backend) Image(ctx context.Context, ref string) (backend.ImageInfo, error) {
+	img, err := b.engine.Client().ImageInspect(ctx, ref)
+	switch {
+	case dockererrdefs.IsNotFound(err):
+		return backend.ImageInfo{}, errdefs.Wrap(errdefs.ErrNotFound, err, "image "+ref)
+	case err != nil:
+		return backend.ImageInfo{}, fmt.Errorf("inspect image %s: %w", ref, err)
+	}
+	info := backend.ImageInfo{ID: img.ID}
+	if img.Config != nil {
+		info.Labels = img.Config.Labels
+	}
+	return info, nil
+}
+
+// Build is lifecycle's Build.
+func (b *Backend) Build(ctx context.Context, svc types.ServiceConfig, opts backend.BuildOptions) (bool, error) {
+	return b.engine.Build(ctx, svc, lifecycle.BuildOptions{Tag: opts.Tag, Labels: opts.Labels, Limit: opts.Limit,
+		HostAccess: opts.HostAccess, Roots: opts.Roots, AllowAddURL: opts.AllowAddURL})
+}
+
+// SaveImages streams refs as one `docker save` archive.
+func (b *Backend) SaveImages(ctx context.Context, refs []string, w io.Writer) error {
+	rc, err := b.raw.ImageSave(ctx, refs)
+	if err != nil {
+		return fmt.Errorf("save images %s: %w", strings.Join(refs, ", "), err)
+	}
+	defer rc.Close()
+	if _, err := io.Copy(w, rc); err != nil {
+		return fmt.Errorf("save images %s: %w", strings.Join(refs, ", "), err)
+	}
+	return nil
+}
+
+// LoadImages loads a `docker save` archive.
+func (b *Backend) LoadImages(ctx context.Context, r io.Reader) error {
+	resp, err := b.raw.ImageLoad(ctx, r)
+	if err != nil {
+		return fmt.Errorf("load images: %w", err)
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(io.Discard, resp.Body)
+	return err
+}
+
+// notFound turns the engine's not-found into composebox's.
+func notFound(err error, what string) error {
+	if dockererrdefs.IsNotFound(err) {
+		return errdefs.Wrap(errdefs.ErrNotFound, err, what)
+	}
+	return err
+}

@@ -1,0 +1,392 @@
+// Package backend is the boundary between the orchestrator and what runs its samples. The
+// orchestrator owns this interface and speaks to its engine through nothing else; the Docker
+// implementation is lifecycle/dockerbackend (over lifecycle, cleanup and prereqs), and
+// internal/fakebackend is an in-memory one for engine-free tests.
+//
+// Every type here is neutral: no engine's client types appear in a signature. A project is a
+// compose-go project (the model composebox polices and normalises), a container is named by
+// the id its backend gave it, and resources are found by their labels (cleanup/labels).
+//
+// A whole sample lives on one backend. Errors keep composebox's categories
+// (internal/errdefs); Transient and Unreachable say which failures are the engine's passing
+// trouble or its absence, so that the orchestrator never matches an engine's message.
+package backend
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/types"
+)
+
+// Backend runs samples: one engine, or anything that can stand for one. Its methods are safe
+// for concurrent use.
+type Backend interface {
+	Engine
+	Images
+	Projects
+	Sandboxes
+	Inventory
+	Markers
+	Watcher
+}
+
+// Engine is the backend as a whole: its reachability, its fitness and its errors.
+type Engine interface {
+	// Kind names the implementation ("docker", "fake").
+	Kind() string
+	// Endpoint is where the engine is reached ("unix:///var/run/docker.sock"), for messages
+	// and for a watchdog process that must reach the same engine.
+	Endpoint() string
+	// Ping checks what a task cannot start without, within timeout (0: the backend's
+	// default), and returns the engine's facts. Failures are ErrPrerequisite.
+	Ping(ctx context.Context, timeout time.Duration) (Info, error)
+	// Doctor runs every check of the engine's setup, as `composebox doctor` prints them.
+	Doctor(ctx context.Context, opts DoctorOptions) Report
+	// Transient reports an error that may well pass if the same idempotent call is made again
+	// (a reset connection, an overloaded engine). A cancelled context never is.
+	Transient(err error) bool
+	// Unreachable reports an error that says the engine could not be reached at all (a
+	// stopped daemon, a socket that is gone).
+	Unreachable(err error) bool
+	// Close releases what the backend holds.
+	Close() error
+}
+
+// RetryNotifier is a backend that retries transient errors of idempotent calls itself; the
+// orchestrator asks to be told of each retry, which narrows its start ramp.
+type RetryNotifier interface {
+	OnRetry(fn func(op string, err error))
+}
+
+// Info is what the first contact with the engine learnt.
+type Info struct {
+	Endpoint   string
+	APIVersion string
+	OSType     string
+	// MemTotal is the engine host's memory in bytes, when known.
+	MemTotal int64
+}
+
+// Images are the images samples run: present, built, or brought from elsewhere.
+type Images interface {
+	// BaseImage makes sure composebox's own base image exists and returns its reference.
+	BaseImage(ctx context.Context) (string, error)
+	// Image describes a present image; an absent one is ErrNotFound (the backend never pulls).
+	Image(ctx context.Context, ref string) (ImageInfo, error)
+	// Build builds svc's image as opts.Tag unless it exists, and reports whether it built.
+	Build(ctx context.Context, svc types.ServiceConfig, opts BuildOptions) (bool, error)
+	// SaveImages writes refs to w as one archive LoadImages takes, so that an image can be
+	// brought to an engine without a registry.
+	SaveImages(ctx context.Context, refs []string, w io.Writer) error
+	// LoadImages loads an archive SaveImages wrote.
+	LoadImages(ctx context.Context, r io.Reader) error
+}
+
+// ImageInfo is a present image.
+type ImageInfo struct {
+	ID     string
+	Labels map[string]string
+}
+
+// BuildOptions configures Build.
+type BuildOptions struct {
+	// Tag is the reference the image gets: a content-hash tag, so that an existing one means
+	// the same content was built before.
+	Tag string
+	// Labels are added to the image.
+	Labels map[string]string
+	// Limit, when set, bounds concurrent builds: it is called just before a build really runs,
+	// and the build's turn ends when the returned release is called.
+	Limit func(ctx context.Context) (release func(), err error)
+	// HostAccess lets the build's steps reach the host's own addresses (the policy's
+	// host-access).
+	HostAccess bool
+	// Roots are the directories the build's files may come from.
+	Roots []string
+	// AllowAddURL lets a Dockerfile ADD a URL (the add-url opt-in).
+	AllowAddURL bool
+}
+
+// Projects start, wait for and remove a sample's project.
+type Projects interface {
+	// Up creates and starts the project's containers, like `docker compose up -d`: readiness
+	// is Wait's job. The project is normalised (composebox's labels on every service).
+	Up(ctx context.Context, p *types.Project, opts UpOptions) error
+	// Wait waits until every service runs and, where it has a healthcheck, is healthy; a
+	// service that exits 0 counts as done. It fails with the services that were not ready.
+	Wait(ctx context.Context, p *types.Project, opts WaitOptions) ([]ServiceState, error)
+	// Down removes the project's containers, networks, volumes and markers, found by labels
+	// alone. A project that does not exist is not an error. It is the one teardown verb.
+	Down(ctx context.Context, project string, opts DownOptions) (Removed, error)
+}
+
+// UpOptions configures Up. The zero value starts every service.
+type UpOptions struct {
+	// Wait configures the readiness checks of dependencies that must be ready before their
+	// dependents start.
+	Wait WaitOptions
+	// OnProgress, if set, receives each step of each service's container ("creating",
+	// "created", "starting", "started"); it must be quick and must not block.
+	OnProgress func(service, status string)
+	// HostAccess leaves the project's networks open to the host's own addresses.
+	HostAccess bool
+}
+
+// WaitOptions configures Wait. The zero value derives the budget from the healthchecks.
+type WaitOptions struct {
+	// Timeout overrides the budget derived from the healthchecks.
+	Timeout time.Duration
+	// OnReady, when set, is called once per service as it becomes ready; it must be quick.
+	OnReady func(ServiceState)
+}
+
+// ServiceState is one service container's state as Wait last saw it.
+type ServiceState struct {
+	Service     string
+	ContainerID string
+	Container   string
+	State       string // created, running, exited, dead, missing...
+	Health      string // starting, healthy, unhealthy; empty without a healthcheck
+	ExitCode    int
+	OOMKilled   bool
+	Ready       bool
+	// Logs are the container's last log lines (filled for services that failed).
+	Logs string
+	// WorkingDir is the container's working directory ("/" when the image sets none).
+	WorkingDir string
+	// User is the container's configured user ("" = root).
+	User string
+}
+
+// DownOptions configures Down. The zero value is the sandbox default (1 s stop grace).
+type DownOptions struct {
+	// Grace is the stop grace before SIGKILL; negative kills at once.
+	Grace time.Duration
+}
+
+// Removed counts what a teardown removed.
+type Removed struct {
+	Containers int `json:"containers"`
+	Networks   int `json:"networks"`
+	Volumes    int `json:"volumes"`
+	Images     int `json:"images,omitempty"`
+}
+
+// Sandboxes are the I/O of a sample's running containers. Exec and file calls are never
+// retried: a command run twice is worse than a command that failed.
+type Sandboxes interface {
+	Exec(ctx context.Context, t Target, req ExecRequest) (ExecResult, error)
+	ExecDetached(ctx context.Context, t Target, req ExecRequest) (string, error)
+	ExecStream(ctx context.Context, t Target, req ExecRequest) (*Process, error)
+	ReadFile(ctx context.Context, t Target, path string, limit int64) ([]byte, error)
+	ReadFileTo(ctx context.Context, t Target, path string, w io.Writer, limit int64) (int64, error)
+	WriteFile(ctx context.Context, t Target, path string, data []byte) error
+	WriteFileFrom(ctx context.Context, t Target, path string, r io.Reader, size int64) error
+	ReadDirTo(ctx context.Context, t Target, path string, w io.Writer) error
+	WriteDirFrom(ctx context.Context, t Target, path string, r io.Reader) error
+	// Inspect describes a container; a removed one is ErrNotFound.
+	Inspect(ctx context.Context, container string) (ContainerInfo, error)
+	// Diagnose explains a container that cannot run anything (a missing one is a Diagnosis
+	// with Missing set).
+	Diagnose(ctx context.Context, t Target) (Diagnosis, error)
+	// Logs streams a container's output; a removed one is ErrNotFound.
+	Logs(ctx context.Context, container string, opts LogsOptions) error
+	// ShellCommand is the command a person types to enter the container with shell (as
+	// user, when not empty): `docker exec -it NAME sh` for Docker.
+	ShellCommand(name, user, shell string) string
+}
+
+// ContainerInfo is one container as Inspect sees it.
+type ContainerInfo struct {
+	ID, Name string
+	// State is the engine's container state: created, running, paused, restarting, removing,
+	// exited or dead.
+	State   string
+	Running bool
+	// Health is the healthcheck's verdict, or "" without a healthcheck.
+	Health     string
+	ExitCode   int
+	OOMKilled  bool
+	WorkingDir string
+	User       string
+	TTY        bool
+	Ports      []Port
+}
+
+// Container states and a healthcheck's verdict that the orchestrator tells apart.
+const (
+	StateRunning    = "running"
+	HealthUnhealthy = "unhealthy"
+)
+
+// Port is a published port, as the engine bound it.
+type Port struct {
+	ContainerPort int    `json:"container_port"`
+	Protocol      string `json:"protocol"`
+	HostIP        string `json:"host_ip"`
+	HostPort      int    `json:"host_port"`
+}
+
+// LogsOptions selects a container's logs. Stdout and Stderr nil discard that stream.
+type LogsOptions struct {
+	Follow         bool
+	Tail           int // > 0: last Tail lines; 0: all; < 0: none
+	Since          time.Time
+	Timestamps     bool
+	Stdout, Stderr io.Writer
+}
+
+// Inventory finds and removes what composebox made, by labels alone (cleanup/labels).
+type Inventory interface {
+	// Containers lists the containers carrying every label of sel ("key=value" or "key"),
+	// stopped ones too when all.
+	Containers(ctx context.Context, sel []string, all bool) ([]Container, error)
+	// OwnedProjects names the projects of task whose resources owner created, detached ones
+	// left out.
+	OwnedProjects(ctx context.Context, task, owner string) ([]string, error)
+	// ListProjects lists every composebox project, from all its kinds of resources.
+	ListProjects(ctx context.Context) ([]Project, error)
+	// Sweep removes every project sel selects, and says what became of each.
+	Sweep(ctx context.Context, sel Selector, opts RemoveOptions) ([]SweepResult, error)
+}
+
+// Container is one listed container.
+type Container struct {
+	ID, Name string
+	Labels   map[string]string
+	// State is the engine's container state; Status its human summary ("Up 3 minutes").
+	State, Status string
+}
+
+// Project is one composebox project as its labels describe it.
+type Project struct {
+	Name    string
+	Task    string
+	Sample  string
+	Owner   string
+	Stale   bool
+	Created time.Time
+}
+
+// Selector chooses projects to sweep: All or Stale (owner dead), narrowed by Task and
+// OlderThan; or Names alone.
+type Selector struct {
+	Names     []string
+	All       bool
+	Stale     bool
+	Task      string
+	OlderThan time.Duration
+}
+
+// RemoveOptions tunes a removal; the zero value is the sandbox default.
+type RemoveOptions struct {
+	Grace time.Duration
+}
+
+// SweepResult is the outcome of removing one swept project.
+type SweepResult struct {
+	Project
+	Removed Removed
+	Err     error
+}
+
+// Markers record a sample's hand-overs where every process sees them: detached, warm in a
+// pool, claimed by a SampleInit. Claims are atomic across processes.
+type Markers interface {
+	// MarkDetached hands the sample over: no owner's teardown removes it any more.
+	MarkDetached(ctx context.Context, m Marker) error
+	// MarkWarm records a ready pooled sample nobody took yet.
+	MarkWarm(ctx context.Context, m WarmMarker) error
+	// Claim takes a warm sample: true for exactly one caller, which is recorded as m.Owner.
+	Claim(ctx context.Context, m Marker) (bool, error)
+	// Take is the first half of a claim, for a process that records the claim later
+	// (RecordClaim): true for exactly one caller.
+	Take(ctx context.Context, project string) (bool, error)
+	// RecordClaim records who took a sample that Take gave.
+	RecordClaim(ctx context.Context, m Marker) error
+	// WarmProjects lists the free pooled samples of task, oldest first.
+	WarmProjects(ctx context.Context, task string) ([]WarmProject, error)
+}
+
+// Marker names a sample and the process acting on it.
+type Marker struct {
+	Project, Task, Sample, Owner string
+}
+
+// WarmMarker is a ready pooled sample: Fingerprint names its task's configuration, and
+// Shared lets other processes take it.
+type WarmMarker struct {
+	Marker
+	Fingerprint string
+	Shared      bool
+}
+
+// WarmProject is a ready sample in some process's pool, as its warm marker describes it.
+type WarmProject struct {
+	WarmMarker
+	Created time.Time
+}
+
+// Watcher is the death watch.
+type Watcher interface {
+	// WatchDeaths reports the deaths of containers carrying every label of opts.Labels,
+	// since opts.Since, until ctx ends or the stream fails; the error channel then gets one
+	// value (nil or not) and nothing more comes.
+	WatchDeaths(ctx context.Context, opts WatchOptions) (<-chan Death, <-chan error)
+}
+
+// WatchOptions selects the deaths to watch.
+type WatchOptions struct {
+	Labels []string
+	Since  time.Time
+}
+
+// Death is a container that stopped.
+type Death struct {
+	Project, Container string
+}
+
+// DoctorOptions tunes Doctor. The zero value checks the default setup.
+type DoctorOptions struct {
+	PingTimeout time.Duration
+	Busybox     string
+	// Extra are checks computed by the caller (the policy in force, say), appended as given.
+	Extra []Check
+	// HostAccess is the policy's host-access opt-in: a host firewall that cannot be applied
+	// is then only a warning.
+	HostAccess bool
+}
+
+// Status is a check's verdict.
+type Status string
+
+const (
+	Pass Status = "pass"
+	Warn Status = "warn"
+	Fail Status = "fail"
+)
+
+// Check is one line of a doctor report.
+type Check struct {
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+func (c Check) String() string {
+	s := fmt.Sprintf("[%s] %s: %s", c.Status, c.Name, c.Detail)
+	if c.Fix != "" && c.Status != Pass {
+		s += " (fix: " + c.Fix + ")"
+	}
+	return s
+}
+
+// Report is the outcome of Doctor.
+type Report struct {
+	OK     bool    `json:"ok"`
+	Checks []Check `json:"checks"`
+}
