@@ -7,6 +7,8 @@
 # and is removed by down.sh.
 K8S_STATE=${K8S_STATE:-/var/lib/composebox-k8s}
 K8S_RUN=${K8S_RUN:-/run/composebox-k8s}
+# up.sh and down.sh hold it while they work, so that they never run at once.
+K8S_LOCK=${K8S_LOCK:-/run/lock/composebox-k8s.lock}
 
 K8S_NODE=${K8S_NODE:-composebox-node}
 # Pods live on a bridge of their own, on a range outside Docker's default pools (172.17-31/16,

@@ -15,8 +15,8 @@ t_start=$SECONDS
 
 [ "$(id -u)" = 0 ] || die "taking the local cluster down needs root"
 if [ -z "${K8S_LOCKED:-}" ]; then
-  mkdir -p "$(dirname "$K8S_RUN")"
-  exec 8>"$K8S_RUN.lock"
+  mkdir -p "$(dirname "$K8S_LOCK")"
+  exec 8>"$K8S_LOCK"
   flock 8
 fi
 
@@ -61,7 +61,7 @@ stop containerd
 # those) by their command line.
 for d in /proc/[0-9]*; do
   pid=${d#/proc/}
-  args=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null) || continue
+  args=$({ tr '\0' ' ' <"$d/cmdline"; } 2>/dev/null) || continue
   case " $args " in
     *" -address $CTR_SOCK "*) log "killing leftover shim $pid"; kill -KILL "$pid" 2>/dev/null ;;
   esac
@@ -121,6 +121,21 @@ clean_tables() {
 }
 clean_tables iptables-save iptables-restore
 clean_tables ip6tables-save ip6tables-restore
+# Where the legacy backend is in use too (its tables exist beside nftables' here), the same.
+if command -v iptables-legacy-save >/dev/null; then
+  clean_tables iptables-legacy-save iptables-legacy-restore
+  clean_tables ip6tables-legacy-save ip6tables-legacy-restore
+fi
+
+# Tables iptables-nft created for the kubelet, now empty: those that were not there before.
+if command -v nft >/dev/null && [ -f "$K8S_RUN/nft-tables.before" ]; then
+  nft list tables 2>/dev/null | while read -r _ fam name; do
+    case "$fam $name" in ip\ filter|ip\ nat|ip\ mangle|ip\ raw|ip6\ filter|ip6\ nat|ip6\ mangle|ip6\ raw) ;; *) continue ;; esac
+    grep -qxF "table $fam $name" "$K8S_RUN/nft-tables.before" && continue
+    rules=$(nft -a list table "$fam" "$name" 2>/dev/null | grep '# handle' | grep -v -E '^[[:space:]]*(table|chain) ')
+    [ -n "$rules" ] || nft delete table "$fam" "$name"
+  done
+fi
 
 # kube-router's ipsets, now that no rule refers to them.
 if command -v ipset >/dev/null; then
@@ -146,6 +161,14 @@ if [ -d /var/log/containers ]; then
   rmdir /var/log/containers 2>/dev/null
 fi
 
+# What the kubelet and containerd's CNI library keep at fixed paths: the device plugins'
+# socket and the plugins' cached results for this cluster's sandboxes. Each directory goes only
+# if that leaves it empty.
+rm -f /var/lib/kubelet/device-plugins/kubelet.sock
+rmdir /var/lib/kubelet/device-plugins /var/lib/kubelet 2>/dev/null
+rm -f /var/lib/cni/results/composebox-k8s-* /var/lib/cni/results/cni-loopback-*
+rmdir /var/lib/cni/results /var/lib/cni 2>/dev/null
+
 # Env files written by up.sh, in whichever checkout; only files that up.sh wrote.
 for f in $(cat "$K8S_RUN/envfiles" 2>/dev/null) "$root/bin/k8s/env"; do
   if [ -f "$f" ] && head -1 "$f" | grep -q '^# Written by `make k8s`'; then
@@ -169,6 +192,14 @@ for save in iptables-save ip6tables-save; do
   [ -z "$ch" ] || left+=("$save chains: $ch")
 done
 ls /sys/fs/cgroup/*/kubepods >/dev/null 2>&1 && left+=("cgroups kubepods")
+ls /run/netns/cni-* >/dev/null 2>&1 && left+=("network namespaces /run/netns/cni-*")
+sets=$(ipset list -n 2>/dev/null | grep -E '^(inet6:)?(KUBE-|kube-router)' | tr '\n' ' ')
+[ -z "$sets" ] || left+=("ipsets: $sets")
+for d in /proc/[0-9]*; do
+  case " $({ tr '\0' ' ' <"$d/cmdline"; } 2>/dev/null) " in
+    *" $K8S_STATE/"* | *" $CTR_SOCK "*) left+=("process ${d#/proc/}") ;;
+  esac
+done
 [ -e "$K8S_STATE" ] && left+=("$K8S_STATE")
 if [ ${#left[@]} -gt 0 ]; then
   log "left behind: ${left[*]}"

@@ -19,8 +19,8 @@ t_start=$SECONDS
 
 [ "$(id -u)" = 0 ] || die "the local cluster needs root (network, mounts, cgroups)"
 
-mkdir -p "$(dirname "$K8S_RUN")"
-exec 8>"$K8S_RUN.lock"
+mkdir -p "$(dirname "$K8S_LOCK")"
+exec 8>"$K8S_LOCK"
 flock 8
 export K8S_LOCKED=1
 
@@ -107,6 +107,9 @@ trap on_exit EXIT
 
 mkdir -p "$K8S_STATE"/{logs,etcd,registry,kubelet,pod-logs,cni/net.d,cni/ipam,containerd/root} \
   "$K8S_RUN"/{pids,containerd}
+# The kubelet makes iptables chains through iptables-nft, which creates the tables it needs;
+# down.sh removes those that were not here before and are empty again.
+nft list tables >"$K8S_RUN/nft-tables.before" 2>/dev/null || true
 start_iso=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
 # start NAME BINARY ARGS...: runs BINARY in a session of its own, so that it outlives make,
@@ -114,7 +117,8 @@ start_iso=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 start() {
   local name=$1 bin; shift
   bin=$(readlink -f "$1")
-  setsid "$@" >"$K8S_STATE/logs/$name.log" 2>&1 </dev/null &
+  # 8>&-: the daemons must not inherit the lock, or they would hold it for their lifetime.
+  setsid "$@" >"$K8S_STATE/logs/$name.log" 2>&1 </dev/null 8>&- &
   echo $! >"$(pidfile "$name")"
   echo "$bin" >"$(pidfile "$name").exe"
 }
@@ -165,7 +169,7 @@ pause_ctx=$K8S_STATE/pause-build
 mkdir -p "$pause_ctx"
 cp "$pause_dir/pause" "$pause_ctx/pause"
 printf 'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n' >"$pause_ctx/Dockerfile"
-DOCKER_BUILDKIT=0 docker build -q -t "$PAUSE_IMAGE" "$pause_ctx" >/dev/null
+out=$(DOCKER_BUILDKIT=0 docker build -q -t "$PAUSE_IMAGE" "$pause_ctx" 2>&1) || die "build the pause image: $out"
 docker push -q "$PAUSE_IMAGE" >/dev/null 2>&1 || docker push "$PAUSE_IMAGE" >&2
 docker rmi "$PAUSE_IMAGE" >/dev/null
 rm -rf "$pause_ctx"
