@@ -163,17 +163,6 @@ YML
 OTEL_TRACES_EXPORTER=none start registry "$REGISTRY_BIN_DIR/registry" serve "$K8S_STATE/registry.yml"
 ready registry 20 curl -fsS "http://$K8S_REGISTRY/v2/"
 
-# The sandbox image, built FROM scratch and pushed the way tests push theirs: Docker treats
-# a loopback registry as insecure, so plain HTTP is allowed.
-pause_ctx=$K8S_STATE/pause-build
-mkdir -p "$pause_ctx"
-cp "$pause_dir/pause" "$pause_ctx/pause"
-printf 'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n' >"$pause_ctx/Dockerfile"
-out=$(DOCKER_BUILDKIT=0 docker build -q -t "$PAUSE_IMAGE" "$pause_ctx" 2>&1) || die "build the pause image: $out"
-docker push -q "$PAUSE_IMAGE" >/dev/null 2>&1 || docker push "$PAUSE_IMAGE" >&2
-docker rmi "$PAUSE_IMAGE" >/dev/null
-rm -rf "$pause_ctx"
-
 # --- etcd and the control plane ---------------------------------------------------------
 start etcd "$ETCD_BIN_DIR/etcd" \
   --name composebox --data-dir "$K8S_STATE/etcd" \
@@ -202,6 +191,17 @@ start kube-apiserver "$K8S_BIN_DIR/kube-apiserver" \
   --service-cluster-ip-range "$K8S_SERVICE_CIDR" \
   --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
   --profiling=false
+# While the API server starts: the sandbox image, built FROM scratch and pushed the way tests
+# push theirs. Docker treats a loopback registry as insecure, so plain HTTP is allowed.
+pause_ctx=$K8S_STATE/pause-build
+mkdir -p "$pause_ctx"
+cp "$pause_dir/pause" "$pause_ctx/pause"
+printf 'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n' >"$pause_ctx/Dockerfile"
+out=$(DOCKER_BUILDKIT=0 docker build -q -t "$PAUSE_IMAGE" "$pause_ctx" 2>&1) || die "build the pause image: $out"
+out=$(docker push "$PAUSE_IMAGE" 2>&1) || die "push the pause image: $out"
+docker rmi "$PAUSE_IMAGE" >/dev/null
+rm -rf "$pause_ctx"
+
 ready kube-apiserver 60 kubectl_admin get --raw /readyz
 
 start kube-controller-manager "$K8S_BIN_DIR/kube-controller-manager" \
