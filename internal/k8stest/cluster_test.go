@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -47,7 +48,7 @@ func TestClusterSmoke(t *testing.T) {
 	pods := []*corev1.Pod{
 		pod("server", map[string]string{"app": "server"},
 			"sh", "-c", "mkdir -p /www && echo hello-from-server >/www/index.html && exec httpd -f -p 8080 -h /www"),
-		pod("client", map[string]string{"role": "client"}, "sleep", "3600"),
+		guaranteed(pod("client", map[string]string{"role": "client"}, "sleep", "3600")),
 		pod("other", nil, "sleep", "3600"),
 	}
 	for _, p := range pods {
@@ -90,6 +91,11 @@ func TestClusterSmoke(t *testing.T) {
 	if res := exec("client", "sh", "-c", "echo out; echo err >&2; exit 3"); res.Stdout != "out\n" ||
 		res.Stderr != "err\n" || res.ExitCode != 3 {
 		t.Fatalf("exec: got %+v, want stdout out, stderr err, exit 3", res)
+	}
+	// A Guaranteed pod starts (its runtime may not lower oom_score_adj here) and its memory
+	// limit applies.
+	if res := exec("client", "cat", "/sys/fs/cgroup/memory/memory.limit_in_bytes"); res.Stdout != "67108864\n" {
+		t.Fatalf("client's memory limit: got %+v, want 67108864", res)
 	}
 
 	// The headless Service's short name resolves, through the namespace's search path, to the
@@ -152,6 +158,18 @@ func TestClusterSmoke(t *testing.T) {
 		t.Fatalf("a pod allow-client does not select reached the server: %+v", res)
 	}
 	checkNodeVersion(ctx, t, cs)
+}
+
+// guaranteed gives p's containers equal requests and limits (64 MiB, 100m CPU).
+func guaranteed(p *corev1.Pod) *corev1.Pod {
+	rl := corev1.ResourceList{
+		corev1.ResourceMemory: resource.MustParse("64Mi"),
+		corev1.ResourceCPU:    resource.MustParse("100m"),
+	}
+	for i := range p.Spec.Containers {
+		p.Spec.Containers[i].Resources = corev1.ResourceRequirements{Requests: rl, Limits: rl}
+	}
+	return p
 }
 
 // checkNodeVersion guards the version stamp: an unstamped build reports a development version.
