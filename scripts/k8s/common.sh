@@ -54,12 +54,3 @@ running() {
   [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$(cat "$f.exe" 2>/dev/null)" ]
 }
 
-# wait_for WHAT SECONDS CMD...: polls CMD every 0.2 s until it succeeds or the time is up.
-wait_for() {
-  local what=$1 secs=$2; shift 2
-  local deadline=$((SECONDS + secs))
-  until "$@" >/dev/null 2>&1; do
-    [ $SECONDS -lt $deadline ] || return 1
-    sleep 0.2
-  done
-}
