@@ -59,10 +59,13 @@ stop containerd
 
 # Shims outlive containerd by design; find those bound to this cluster's socket (and only
 # those) by their command line.
-for d in /proc/[0-9]*; do
-  pid=${d#/proc/}
-  args=$({ tr '\0' ' ' <"$d/cmdline"; } 2>/dev/null) || continue
-  case " $args " in
+# with_arg STRING: the PIDs of processes with STRING in their command line. The pattern's
+# first character in brackets keeps grep from finding its own command line.
+with_arg() {
+  grep -l -a -E -- "[${1:0:1}]${1:1}" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3
+}
+for pid in $(with_arg "$CTR_SOCK"); do
+  case " $({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null) " in
     *" -address $CTR_SOCK "*) log "killing leftover shim $pid"; kill -KILL "$pid" 2>/dev/null ;;
   esac
 done
@@ -195,10 +198,8 @@ ls /sys/fs/cgroup/*/kubepods >/dev/null 2>&1 && left+=("cgroups kubepods")
 ls /run/netns/cni-* >/dev/null 2>&1 && left+=("network namespaces /run/netns/cni-*")
 sets=$(ipset list -n 2>/dev/null | grep -E '^(inet6:)?(KUBE-|kube-router)' | tr '\n' ' ')
 [ -z "$sets" ] || left+=("ipsets: $sets")
-for d in /proc/[0-9]*; do
-  case " $({ tr '\0' ' ' <"$d/cmdline"; } 2>/dev/null) " in
-    *" $K8S_STATE/"* | *" $CTR_SOCK "*) left+=("process ${d#/proc/}") ;;
-  esac
+for pid in $(with_arg "$K8S_STATE/") $(with_arg "$CTR_SOCK"); do
+  left+=("process $pid: $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-100)")
 done
 [ -e "$K8S_STATE" ] && left+=("$K8S_STATE")
 if [ ${#left[@]} -gt 0 ]; then
