@@ -14,7 +14,7 @@ TEST_FLAGS ?= -count=1 -timeout 25m
 FAKE_PKGS := ./orchestrator/ ./api/
 FAKE_TESTS := ^TestFake
 
-.PHONY: build test test-python lint docker demo docs bench bench-pool bench-api clean
+.PHONY: build test test-python lint docker k8s k8s-down demo docs bench bench-pool bench-api clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/composebox
@@ -69,6 +69,16 @@ lint:
 # Installs and starts the engine and busybox on a fresh Debian machine; a no-op when both work.
 docker:
 	@scripts/setup-engine.sh
+
+# A real single-node Kubernetes cluster on this machine (root, Debian): a test fixture and a way
+# to try the Kubernetes backend. Builds its binaries once into /var/cache/composebox-k8s (about
+# ten minutes cold on 2 cores), then starts in seconds; writes bin/k8s/env. A no-op while it runs.
+k8s: docker
+	@scripts/k8s/up.sh
+
+# Stops it and removes everything it made except the binary cache.
+k8s-down:
+	@scripts/k8s/down.sh
 
 # The README's first command: engine setup, build, then one sample of multi-service end to end.
 demo: docker build

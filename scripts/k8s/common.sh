@@ -1,0 +1,56 @@
+# Sourced by up.sh and down.sh: where the local Kubernetes fixture keeps its state, the
+# addresses it listens on, and small helpers. There is one cluster per machine, like the Docker
+# engine: any checkout can bring it up, see it running, or take it down.
+. "$(dirname "${BASH_SOURCE[0]}")/versions.sh"
+
+# Everything the cluster writes, apart from the binary cache, lives under these two directories
+# and is removed by down.sh.
+K8S_STATE=${K8S_STATE:-/var/lib/composebox-k8s}
+K8S_RUN=${K8S_RUN:-/run/composebox-k8s}
+# up.sh and down.sh hold it while they work, so that they never run at once.
+K8S_LOCK=${K8S_LOCK:-/run/lock/composebox-k8s.lock}
+
+K8S_NODE=${K8S_NODE:-composebox-node}
+# Pods live on a bridge of their own, on a range outside Docker's default pools (172.17-31/16,
+# 192.168/16) and composebox's (10.213/16). Its gateway is also the node's address and where
+# CoreDNS listens, so nothing of the cluster binds the machine's real interfaces.
+K8S_BRIDGE=${K8S_BRIDGE:-cbx-k8s0}
+K8S_POD_CIDR=${K8S_POD_CIDR:-10.244.0.0/24}
+K8S_GATEWAY=${K8S_GATEWAY:-10.244.0.1}
+K8S_SERVICE_CIDR=${K8S_SERVICE_CIDR:-10.96.0.0/16}
+K8S_SERVICE_IP=${K8S_SERVICE_IP:-10.96.0.1}
+K8S_DOMAIN=cluster.local
+
+K8S_APISERVER_PORT=${K8S_APISERVER_PORT:-16443}
+K8S_ETCD_PORT=${K8S_ETCD_PORT:-12379}
+K8S_ETCD_PEER_PORT=${K8S_ETCD_PEER_PORT:-12380}
+K8S_REGISTRY_PORT=${K8S_REGISTRY_PORT:-15000}
+K8S_COREDNS_READY_PORT=${K8S_COREDNS_READY_PORT:-18181}
+K8S_ROUTER_HEALTH_PORT=${K8S_ROUTER_HEALTH_PORT:-20244}
+K8S_REGISTRY=127.0.0.1:$K8S_REGISTRY_PORT
+
+PKI=$K8S_STATE/pki
+CTR_SOCK=$K8S_RUN/containerd/containerd.sock
+ADMIN_KUBECONFIG=$K8S_STATE/admin.kubeconfig
+KUBECTL=$K8S_BIN_DIR/kubectl
+
+# Start order; down.sh stops them in reverse.
+COMPONENTS=(registry etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet coredns kube-router)
+
+log() { printf '%s: %s\n' "${LOG_PREFIX:-k8s}" "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+kubectl_admin() { "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" "$@"; }
+
+pidfile() { echo "$K8S_RUN/pids/$1.pid"; }
+
+# running NAME: the recorded process is alive and is still the binary that was started.
+running() {
+  local f pid
+  f=$(pidfile "$1")
+  [ -f "$f" ] || return 1
+  pid=$(cat "$f")
+  [ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
+  [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$(cat "$f.exe" 2>/dev/null)" ]
+}
+
