@@ -277,47 +277,5 @@ func TestBuildStopsWhenItsContextIsCancelled(t *testing.T) {
 		}
 		done <- err
 	}()
-	// The RUN step's container carries the label of the image it runs on (the LABEL step's).
-	running := func() bool {
-		list, _ := c.ContainerList(t.Context(), container.ListOptions{Filters: filters.NewArgs(filters.Arg("label", marker))})
-		for _, ctr := range list {
-			if strings.Contains(ctr.Command, "sleep") {
-				return true
-			}
-		}
-		return false
-	}
-	for deadline := time.Now().Add(60 * time.Second); !running(); {
-		select {
-		case err := <-done:
-			t.Fatalf("task init ended before the build's RUN step: %v", err)
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the build's RUN step never started")
-		}
-	}
-	cancel()
-	start := time.Now()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("err = %v, want context.Canceled", err)
-		}
-		if d := time.Since(start); d > 2*time.Second {
-			t.Errorf("task init returned %v after cancellation, want at most 2s", d)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a cancelled task init did not return within 10s")
-	}
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		imgs := testutil.LabelledImages(t, c, marker)
-		if len(imgs) == 0 && !running() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after cancellation: images %v, step still running %v", imgs, running())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testutil.CancelDuringRunStep(t, c, marker, cancel, done, "task init")
 }

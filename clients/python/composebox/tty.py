@@ -168,6 +168,23 @@ class _State:
                     self.result = getattr(e, "result", None)
         return True
 
+    def output(self, closed: bool) -> Optional[bytes]:
+        """What ``recv`` returns now without waiting: the output not yet handed out, or ``b""``
+        once the command has ended (raising its error, once) or the session is closed; None when
+        it must wait for more."""
+        self.take()
+        if self.pending:
+            out, self.pending = self.pending, b""
+            return out
+        if self.ended:
+            if self.error is not None:
+                err, self.error = self.error, None
+                raise err
+            return b""
+        if closed:
+            return b""
+        return None
+
     def lost(self) -> SandboxUnavailable:
         return SandboxUnavailable(f"{self.what}: the connection to the server ended before the "
                                   "command did")
@@ -289,18 +306,11 @@ class TTYSession:
         been returned; TimeoutError when nothing came in time."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            self._s.take()
-            if self._s.pending:
-                out, self._s.pending = self._s.pending, b""
-                return out
-            if self._s.ended:
+            if self._s.take():
                 self._finish()
-                if self._s.error is not None:
-                    err, self._s.error = self._s.error, None
-                    raise err
-                return b""
-            if self._closed:
-                return b""
+            out = self._s.output(self._closed)
+            if out is not None:
+                return out
             if not self._fill(deadline):
                 raise TimeoutError(f"{self._s.what}: no output within {timeout} s")
 
@@ -456,18 +466,11 @@ class AsyncTTYSession:
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         while True:
-            self._s.take()
-            if self._s.pending:
-                out, self._s.pending = self._s.pending, b""
-                return out
-            if self._s.ended:
+            if self._s.take():
                 self._finish()
-                if self._s.error is not None:
-                    err, self._s.error = self._s.error, None
-                    raise err
-                return b""
-            if self._closed:
-                return b""
+            out = self._s.output(self._closed)
+            if out is not None:
+                return out
             remaining = None if deadline is None else deadline - loop.time()
             try:
                 await asyncio.wait_for(self._fill(), remaining)

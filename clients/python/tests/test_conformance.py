@@ -100,12 +100,6 @@ def event_loop():
     loop.close()
 
 
-@pytest.fixture(scope="module")
-def bin_path():
-    e2e.require_engine()
-    return e2e.binary()
-
-
 @pytest_asyncio.fixture(scope="module")
 async def client(bin_path):
     async with AsyncClient.spawn(bin_path) as c:

@@ -13,21 +13,6 @@ from composebox import AsyncClient
 from . import e2e
 
 
-@pytest.fixture(scope="module")
-def bin_path():
-    e2e.require_engine()
-    return e2e.binary()
-
-
-@pytest.fixture
-def task_name():
-    name = e2e.task_name()
-    yield name
-    left = e2e.resources(name)
-    e2e.force_remove(name)
-    assert left == [], f"resources left behind: {left}"
-
-
 @pytest.mark.asyncio
 async def test_async_sample_exec_stream_files_and_cleanup(bin_path, task_name):
     async with AsyncClient.spawn(bin_path) as client:

@@ -17,21 +17,6 @@ from composebox import Client
 from . import e2e
 
 
-@pytest.fixture(scope="module")
-def bin_path():
-    e2e.require_engine()
-    return e2e.binary()
-
-
-@pytest.fixture
-def task_name():
-    name = e2e.task_name()
-    yield name
-    left = e2e.resources(name)
-    e2e.force_remove(name)
-    assert left == [], f"resources left behind: {left}"
-
-
 @pytest.fixture
 def client(bin_path):
     with Client.spawn(bin_path) as c:

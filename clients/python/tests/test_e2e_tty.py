@@ -17,21 +17,6 @@ SCRIPT = 'tty; while read x; do [ "$x" = q ] && exit 5; stty size; done'
 PTS = re.compile(rb"/dev/pts/\d+\r\n")
 
 
-@pytest.fixture(scope="module")
-def bin_path():
-    e2e.require_engine()
-    return e2e.binary()
-
-
-@pytest.fixture
-def task_name():
-    name = e2e.task_name()
-    yield name
-    left = e2e.resources(name)
-    e2e.force_remove(name)
-    assert left == [], f"resources left behind: {left}"
-
-
 def test_tty_session_sync(bin_path, task_name):
     with Client.spawn(bin_path) as client:
         task = client.task_init(name=task_name, compose_yaml=e2e.compose())

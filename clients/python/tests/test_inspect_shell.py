@@ -38,15 +38,6 @@ def compose_file(tmp_path):
 
 
 @pytest.fixture
-def task_name():
-    name = e2e.task_name()
-    yield name
-    left = e2e.resources(name)
-    e2e.force_remove(name)
-    assert left == [], f"resources left behind: {left}"
-
-
-@pytest.fixture
 def binary_env(monkeypatch):
     monkeypatch.setenv("COMPOSEBOX_BIN", e2e.binary())
     monkeypatch.delenv("COMPOSEBOX_SOCKET", raising=False)

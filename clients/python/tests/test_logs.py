@@ -23,21 +23,6 @@ services:
 """
 
 
-@pytest.fixture(scope="module")
-def bin_path():
-    e2e.require_engine()
-    return e2e.binary()
-
-
-@pytest.fixture
-def task_name():
-    name = e2e.task_name()
-    yield name
-    left = e2e.resources(name)
-    e2e.force_remove(name)
-    assert left == [], f"resources left behind: {left}"
-
-
 def _joined(events, typ):
     return b"".join(e.data for e in events if e.type == typ)
 
