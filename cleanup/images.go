@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-multierror"
 
 	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // ImageOptions tunes PruneImages.
@@ -30,28 +31,13 @@ type ImageOptions struct {
 	DryRun bool
 }
 
-// Image is one image that image hygiene removed or kept.
-type Image struct {
-	ID   string   `json:"id"`
-	Tags []string `json:"tags"`
-	Task string   `json:"task"`
-	// Size is the image's whole size, layers shared with other images included, as `docker
-	// images` shows it.
-	Size int64 `json:"size"`
-	// UniqueSize is what the image alone takes, which removing it frees (an estimate from its
-	// history: layers it shares with a tagged parent, such as the base image, are not counted).
-	UniqueSize int64 `json:"unique_size"`
-	// Reason says why a kept image was kept.
-	Reason string `json:"reason,omitempty"`
-}
-
-// ImageReport is the outcome of PruneImages.
-type ImageReport struct {
-	Removed []Image `json:"removed"`
-	Kept    []Image `json:"kept,omitempty"`
-	// BytesReclaimed is the space the engine freed (with DryRun: the estimate).
-	BytesReclaimed int64 `json:"bytes_reclaimed"`
-}
+// Image is one image that image hygiene removed or kept; ImageReport is the outcome of
+// PruneImages. Both are the backend boundary's own types, which the Docker backend returns as
+// they are.
+type (
+	Image       = backend.PrunedImage
+	ImageReport = backend.ImageReport
+)
 
 // PruneImages removes the images composebox built for tasks that are not live: images labelled
 // dev.composebox.managed=true with a non-empty task label, never composebox's own images (the

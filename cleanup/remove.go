@@ -23,6 +23,7 @@ import (
 
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/hostfw"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // RemoveOptions tunes RemoveProject. The zero value is the sandbox default.
@@ -43,15 +44,10 @@ type RemoveOptions struct {
 // SIGTERM in milliseconds, so a longer grace only delays teardown of a stuck one.
 const DefaultGrace = time.Second
 
-// Removed counts what RemoveProject removed.
-type Removed struct {
-	Containers int `json:"containers"`
-	Networks   int `json:"networks"`
-	Volumes    int `json:"volumes"`
-	// Images counts per-sample images: images labelled with the project. composebox builds
-	// task images once per task, unlabelled with any project, so this is normally zero.
-	Images int `json:"images,omitempty"`
-}
+// Removed counts what RemoveProject removed: the backend boundary's own type, which the Docker
+// backend returns as it is. Images counts per-sample images (labelled with the project);
+// composebox builds task images once per task, so it is normally zero.
+type Removed = backend.Removed
 
 // ProjectFilter selects the composebox resources of one project.
 func ProjectFilter(project string) filters.Args {

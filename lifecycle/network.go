@@ -20,21 +20,8 @@ import (
 	"github.com/composebox/composebox/internal/subnets"
 )
 
-// Subnets configures managed subnets: every bridge network composebox creates for a sample
-// gets an explicit subnet from Pool, instead of one the daemon carves from its default pools,
-// which hold only about 31 networks. The zero value is on, with subnets.Default.
-type Subnets struct {
-	// Disabled leaves numbering to the daemon's default address pools.
-	Disabled bool
-	// Pool is where subnets come from (default 10.213.0.0/16). It should overlap neither the
-	// daemon's default pools nor the host's routes; subnets that overlap a route are skipped.
-	Pool netip.Prefix
-	// Bits is the size of each subnet (default 27: 30 addresses).
-	Bits int
-	// Attempts bounds the tries per network when another process takes the chosen subnet
-	// first (default 16).
-	Attempts int
-}
+// Subnets configures managed subnets (subnets.Subnets, the one home of this configuration).
+type Subnets = subnets.Subnets
 
 // WithSubnets configures managed subnets (default: on, 10.213.0.0/16 as /27s). New rejects an
 // invalid pool.

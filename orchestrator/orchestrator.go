@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"path/filepath"
 	"sync"
 	"time"
@@ -23,7 +22,7 @@ import (
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/compose"
 	"github.com/composebox/composebox/internal/cpus"
-	"github.com/composebox/composebox/lifecycle"
+	"github.com/composebox/composebox/internal/subnets"
 	"github.com/composebox/composebox/lifecycle/dockerbackend"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
@@ -127,18 +126,9 @@ func WithMaxConcurrentSamples(n int) Option {
 
 // Subnets configures managed subnets. Every bridge network composebox creates for a sample
 // gets an explicit small subnet from Pool, because the daemon's default address pools hold only
-// about 31 networks on Engine 20.10. A network whose IPAM the project sets itself is left alone.
-// The daemon arbitrates between processes: a subnet taken in the meantime is retried with the
-// next one. The zero value is on, with 10.213.0.0/16 as /27s (2048 networks).
-type Subnets struct {
-	// Disabled leaves numbering to the daemon's default address pools.
-	Disabled bool
-	// Pool is where subnets come from (default 10.213.0.0/16). Keep it clear of the daemon's
-	// default-address-pools; subnets that overlap the host's routes are skipped.
-	Pool netip.Prefix
-	// Bits is each subnet's prefix length (default 27: 30 addresses; at most 29).
-	Bits int
-}
+// about 31 networks on Engine 20.10. The zero value is on, with 10.213.0.0/16 as /27s (2048
+// networks). Its fields are documented on subnets.Subnets, the one home of this type.
+type Subnets = subnets.Subnets
 
 // WithSubnets configures managed subnets (default: on, 10.213.0.0/16 as /27s).
 func WithSubnets(s Subnets) Option {
@@ -187,7 +177,7 @@ func New(opts ...Option) (*Orchestrator, error) {
 	o.backend = cfg.backend
 	if o.backend == nil {
 		opts := dockerbackend.Options{Logger: cfg.log, Retry: o.retryPolicy(),
-			Subnets: lifecycle.Subnets{Disabled: cfg.subnets.Disabled, Pool: cfg.subnets.Pool, Bits: cfg.subnets.Bits}}
+			Subnets: cfg.subnets}
 		var b *dockerbackend.Backend
 		var err error
 		if cfg.client != nil {

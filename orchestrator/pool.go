@@ -537,7 +537,7 @@ func (t *Task) takeShared(ctx context.Context, spec SampleSpec) *Sample {
 		if err != nil {
 			// Claimed but unusable: it is ours now, so remove it.
 			t.o.cfg.log.Warn("open shared warm sample", "project", w.Project, "err", err)
-			_, _ = t.o.backend.Down(context.WithoutCancel(ctx), w.Project, backend.DownOptions{})
+			_, _ = t.o.down(context.WithoutCancel(ctx), w.Project)
 			continue
 		}
 		s.task, s.id, s.created, s.pooled = t, id, w.Created, true

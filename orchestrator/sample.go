@@ -343,17 +343,9 @@ func (s *Sample) cleanup(dctx context.Context) error {
 		errs = multierror.Append(errs, err)
 	}
 	// The slot wait is bounded by the teardown's deadline, not by ctx: see teardownContext.
-	slot, err := s.o.teardowns.acquire(dctx)
-	if err == nil {
-		_, err = s.o.backend.Down(dctx, s.project, backend.DownOptions{})
-		slot.release(neutral)
-	}
-	if err != nil {
+	// The directory the sample bound and its state cache record go with it.
+	if _, err := s.o.down(dctx, s.project); err != nil {
 		errs = multierror.Append(errs, err)
-	}
-	// The directory the sample bound goes with it; a missing one is nothing to do.
-	if rerr := os.RemoveAll(s.o.sampleDir(s.project)); rerr != nil {
-		errs = multierror.Append(errs, fmt.Errorf("remove the sample's directory: %w", rerr))
 	}
 	var cleanupErr error
 	if err := errs.ErrorOrNil(); err != nil {
@@ -364,7 +356,6 @@ func (s *Sample) cleanup(dctx context.Context) error {
 		task = s.task.name
 		if cleanupErr == nil {
 			// A sample whose teardown failed stays the task's, so that Task.Cleanup retries it.
-			s.o.untrack(s)
 			s.task.unregister(s)
 		}
 	}

@@ -442,18 +442,8 @@ func (t *Task) cleanup(dctx context.Context) error {
 	projects = slices.DeleteFunc(projects, func(p string) bool { return !t.projects[p] })
 	t.mu.Unlock()
 	for _, p := range projects {
-		slot, err := t.o.teardowns.acquire(dctx)
-		if err != nil {
-			errs = multierror.Append(errs, fmt.Errorf("remove project %s: %w", p, err))
-			continue
-		}
-		_, err = t.o.backend.Down(dctx, p, backend.DownOptions{})
-		slot.release(neutral)
-		if err != nil {
+		if _, err := t.o.down(dctx, p); err != nil {
 			errs = multierror.Append(errs, err)
-		}
-		if err := os.RemoveAll(t.o.sampleDir(p)); err != nil {
-			errs = multierror.Append(errs, fmt.Errorf("remove the directory of %s: %w", p, err))
 		}
 	}
 	if err := errs.ErrorOrNil(); err != nil {

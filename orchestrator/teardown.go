@@ -6,7 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // CleanupOptions bound a teardown (Task.Cleanup, Sample.Cleanup, Session.Cleanup). The zero
@@ -89,4 +91,42 @@ func (c *calls) stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("stop the running commands: %w", ctx.Err())
 	}
+}
+
+// down is the one teardown of a project, whoever asks for it (Sample.Cleanup, Task.Cleanup,
+// a discarded warm sample, Remove): the backend's Down, within the teardown limit, and then
+// what this host keeps of the sample (forget). It runs on ctx as given: callers pass a
+// teardown context.
+func (o *Orchestrator) down(ctx context.Context, project string) (backend.Removed, error) {
+	slot, err := o.teardowns.acquire(ctx)
+	if err != nil {
+		return backend.Removed{}, fmt.Errorf("remove project %s: %w", project, err)
+	}
+	removed, err := o.backend.Down(ctx, project, backend.DownOptions{})
+	slot.release(neutral)
+	if err != nil {
+		return removed, err
+	}
+	return removed, o.forget(project)
+}
+
+// sweep is down for every project sel selects, as one call to the backend's Sweep (which
+// bounds its own parallelism); each project it removed is forgotten as down forgets it.
+func (o *Orchestrator) sweep(ctx context.Context, sel backend.Selector, opts backend.RemoveOptions) ([]backend.SweepResult, error) {
+	res, err := o.backend.Sweep(ctx, sel, opts)
+	if opts.DryRun {
+		return res, err
+	}
+	for i, r := range res {
+		if r.Err == nil {
+			res[i].Err = o.forget(r.Name)
+		}
+	}
+	return res, err
+}
+
+// forget drops what this host keeps of a removed project: its directory under the state dir
+// and its state cache record (tracking.Forget, which the reaper uses too).
+func (o *Orchestrator) forget(project string) error {
+	return tracking.Forget(o.cfg.stateDir, project)
 }

@@ -64,11 +64,10 @@ func (o *Orchestrator) startTracking(ctx context.Context, task string) error {
 		o.cfg.log.Warn("state cache: record task", "task", task, "err", err)
 	}
 	if o.cfg.sweepStale {
-		res, err := o.backend.Sweep(ctx, backend.Selector{Stale: true, Task: task}, backend.RemoveOptions{})
+		res, err := o.sweep(ctx, backend.Selector{Stale: true, Task: task}, backend.RemoveOptions{})
 		for _, r := range res {
 			if r.Err == nil {
 				o.cfg.log.Info("removed stale project", "project", r.Name, "owner", r.Owner)
-				_ = o.cache().DeleteSample(r.Name)
 			}
 		}
 		if err != nil {
@@ -99,13 +98,6 @@ func (o *Orchestrator) track(s *Sample) error {
 		o.cfg.log.Warn("state cache: record sample", "project", s.project, "err", err)
 	}
 	return nil
-}
-
-// untrack forgets a sample whose project was removed.
-func (o *Orchestrator) untrack(s *Sample) {
-	if err := o.cache().DeleteSample(s.project); err != nil {
-		o.cfg.log.Warn("state cache: forget sample", "project", s.project, "err", err)
-	}
 }
 
 func (o *Orchestrator) cache() *tracking.Cache { return tracking.OpenCache(o.cfg.stateDir) }

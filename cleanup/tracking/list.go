@@ -18,6 +18,7 @@ import (
 
 	"github.com/composebox/composebox/cleanup"
 	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // Project is one composebox project as the engine's labels describe it.
@@ -262,17 +263,13 @@ func (a *aggregator) result() []Project {
 }
 
 // PublishedPort is a port a project's container publishes on the host.
-type PublishedPort struct {
-	Service       string `json:"service"`
-	ContainerPort int    `json:"container_port"`
-	Protocol      string `json:"protocol"`
-	HostIP        string `json:"host_ip"`
-	HostPort      int    `json:"host_port"`
-}
+type PublishedPort = backend.PublishedPort
 
-// String is the port as `docker ps` shows it, after its service: web:127.0.0.1:49153->80/tcp.
-func (p PublishedPort) String() string {
-	return fmt.Sprintf("%s:%s:%d->%d/%s", p.Service, p.HostIP, p.HostPort, p.ContainerPort, p.Protocol)
+// Backend is p as the backend boundary describes a project (what `composebox ls` prints).
+func (p Project) Backend() backend.Project {
+	return backend.Project{Name: p.Name, Task: p.Task, Sample: p.Sample, Owner: p.Owner, Status: p.Status, Stale: p.Stale,
+		Created: p.Created, Containers: p.Containers, Networks: p.Networks, Volumes: p.Volumes, Running: p.Running,
+		Health: p.Health, Config: p.Config, ContainerNames: p.ContainerNames, Pool: p.Pool, Ports: p.Ports}
 }
 
 // ownedOnlyBy reports whether every owner label on p's resources is exactly owner.

@@ -7,20 +7,18 @@ import (
 	"syscall"
 
 	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
-// Status is what a project's owner label says about who holds it.
-type Status string
+// Status is what a project's owner label says about who holds it (the backend boundary's
+// own type).
+type Status = backend.OwnerStatus
 
 const (
-	// StatusAlive: the owner process is running on this host.
-	StatusAlive Status = "alive"
-	// StatusStale: the owner process is gone (or its pid now belongs to another process).
-	StatusStale Status = "stale"
-	// StatusDetached: the project was handed over by `composebox up`; it is never stale.
-	StatusDetached Status = "detached"
-	// StatusUnknown: the owner is on another host, or the label cannot be read. Never stale.
-	StatusUnknown Status = "unknown"
+	StatusAlive    = backend.StatusAlive
+	StatusStale    = backend.StatusStale
+	StatusDetached = backend.StatusDetached
+	StatusUnknown  = backend.StatusUnknown
 )
 
 // OwnerStatus says whether the process named by an owner label is alive. Only owners on this

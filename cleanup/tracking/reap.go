@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/docker/docker/api/types/filters"
@@ -70,9 +69,10 @@ func Reap(ctx context.Context, owner string, opts ReapOptions) ([]Result, error)
 		res, err := SweepOwner(ctx, c, owner, opts.Remove)
 		for _, r := range res {
 			if r.Err == nil {
-				// A sample's own directory (a Terminal-Bench task's log paths) goes with it.
-				if rerr := os.RemoveAll(SampleDir(opts.StateDir, r.Name)); rerr != nil && err == nil {
-					err = fmt.Errorf("remove the directory of %s: %w", r.Name, rerr)
+				// A sample's own directory (a Terminal-Bench task's log paths) and its state
+				// cache record go with it, as after any other teardown.
+				if ferr := Forget(opts.StateDir, r.Name); ferr != nil && err == nil {
+					err = ferr
 				}
 			}
 		}

@@ -194,3 +194,16 @@ func hash(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:8])
 }
+
+// Forget drops what a state dir keeps of a project that was removed: the sample's own
+// directory (SampleDir) and its state cache record. Whatever removes a project calls it once
+// the project is gone; a project it knows nothing of is nothing to do.
+func Forget(stateDir, project string) error {
+	if err := os.RemoveAll(SampleDir(stateDir, project)); err != nil {
+		return fmt.Errorf("remove the directory of %s: %w", project, err)
+	}
+	if err := OpenCache(stateDir).DeleteSample(project); err != nil {
+		return fmt.Errorf("forget %s in the state cache: %w", project, err)
+	}
+	return nil
+}

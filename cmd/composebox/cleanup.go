@@ -5,23 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/client"
 	"github.com/spf13/cobra"
 
-	"github.com/composebox/composebox/cleanup"
-	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/cleanup/tracking"
-	"github.com/composebox/composebox/internal/engine"
-	cbxerr "github.com/composebox/composebox/internal/errdefs"
-	"github.com/composebox/composebox/lifecycle"
 	"github.com/composebox/composebox/orchestrator"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 type cleanupOptions struct {
@@ -33,7 +24,6 @@ type cleanupOptions struct {
 	OlderThan time.Duration
 	DryRun    bool
 	Images    bool
-	StateDir  string
 }
 
 func newCleanupCmd(g *globals) *cobra.Command {
@@ -62,19 +52,16 @@ container still uses is kept: add --stale to remove those projects first.
 --dry-run prints what would be removed, and removes nothing.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Names = args
-			sel, err := opts.selector()
-			if err != nil {
+			if _, err := opts.selector(); err != nil {
 				fmt.Fprint(g.stderr, cmd.UsageString())
 				return usageError{err}
 			}
-			ctx := cmd.Context()
-			c, _, err := engine.Connect(ctx, 0)
+			o, err := g.orchestrator(false)
 			if err != nil {
 				return err
 			}
-			defer c.Close()
-			// Teardown rides out daemon hiccups as the library's does.
-			return runCleanup(ctx, g, lifecycle.Retrying(c, lifecycle.RetryPolicy{}, g.log), sel, opts)
+			defer o.Close()
+			return runCleanup(cmd.Context(), g, o, opts)
 		},
 	}
 	f := cmd.Flags()
@@ -84,8 +71,6 @@ container still uses is kept: add --stale to remove those projects first.
 	f.DurationVar(&opts.OlderThan, "older-than", 0, "only projects created more than this long ago")
 	f.BoolVar(&opts.DryRun, "dry-run", false, "print what would be removed, and remove nothing")
 	f.BoolVar(&opts.Images, "images", false, "also remove images built for tasks that have no live project")
-	f.StringVar(&opts.StateDir, "state-dir", "", "state cache directory (default $"+tracking.StateDirEnv+", else the XDG data dir)")
-	_ = f.MarkHidden("state-dir")
 	return cmd
 }
 
@@ -119,120 +104,43 @@ func (o cleanupOptions) selector() (tracking.Selector, error) {
 type cleanupResult struct {
 	DryRun   bool                   `json:"dry_run"`
 	Projects []cleanupProjectResult `json:"projects"`
-	Images   *cleanup.ImageReport   `json:"images,omitempty"`
+	Images   *backend.ImageReport   `json:"images,omitempty"`
 }
 
 type cleanupProjectResult struct {
-	tracking.Project
+	orchestrator.Project
 	// Removed is nil in a dry run.
-	Removed *cleanup.Removed `json:"removed,omitempty"`
+	Removed *backend.Removed `json:"removed,omitempty"`
 	Error   string           `json:"error,omitempty"`
 }
 
-func runCleanup(ctx context.Context, g *globals, c client.APIClient, sel tracking.Selector, opts cleanupOptions) error {
-	res := cleanupResult{DryRun: opts.DryRun, Projects: []cleanupProjectResult{}}
-	cache := tracking.OpenCache(stateDir(opts.StateDir))
-	var errs []error
-	if opts.Task != "" {
-		if err := knownTask(ctx, c, opts.Task); err != nil {
-			return err
-		}
-	}
-	if !sel.IsZero() {
-		planned, err := tracking.Plan(ctx, c, sel)
-		if err != nil {
-			return err
-		}
-		if opts.DryRun {
-			for _, p := range planned {
-				res.Projects = append(res.Projects, cleanupProjectResult{Project: p})
-			}
-		} else {
-			for _, p := range planned {
+func runCleanup(ctx context.Context, g *globals, o *orchestrator.Orchestrator, opts cleanupOptions) error {
+	popts := orchestrator.PruneOptions{Names: opts.Names, All: opts.All, Stale: opts.Stale, Task: opts.Task,
+		OlderThan: opts.OlderThan, Images: opts.Images, DryRun: opts.DryRun,
+		OnProject: func(p orchestrator.Project, status string) {
+			switch status {
+			case "removing":
 				g.progress.set(p.Name, stRemoving, "")
+			case "failed":
+				g.progress.set(p.Name, stFailed, "")
 			}
-			results, err := tracking.RemovePlanned(ctx, c, planned, cleanup.RemoveOptions{})
-			if err != nil {
-				errs = append(errs, err)
-			}
-			for _, r := range results {
-				pr := cleanupProjectResult{Project: r.Project, Removed: &r.Removed}
-				if r.Err != nil {
-					pr.Error = r.Err.Error()
-				} else {
-					_ = cache.DeleteSample(r.Name)
-					// A layout task's sample bound a directory of its own: it goes too.
-					if err := os.RemoveAll(orchestrator.SampleDir(stateDir(opts.StateDir), r.Name)); err != nil {
-						pr.Error = err.Error()
-					}
-				}
-				res.Projects = append(res.Projects, pr)
-				if pr.Error != "" {
-					g.progress.set(r.Name, stFailed, "")
-				} else {
-					g.progress.set(r.Name, stRemoved, counts(r.Removed.Containers, r.Removed.Networks, r.Removed.Volumes))
-				}
-			}
-			pruneCache(ctx, c, cache)
-		}
-	}
-	if opts.Images && ctx.Err() == nil {
-		rep, err := pruneImages(ctx, c, cache, opts)
-		res.Images = &rep
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	g.setResult(res, func(w io.Writer) error { return printCleanup(w, res) })
-	return errors.Join(errs...)
-}
-
-// pruneImages removes the images of the tasks that have no live project and that no live
-// process holds.
-func pruneImages(ctx context.Context, c client.APIClient, cache *tracking.Cache, opts cleanupOptions) (cleanup.ImageReport, error) {
-	live, err := tracking.LiveTasks(ctx, c, cache)
-	if err != nil {
-		return cleanup.ImageReport{Removed: []cleanup.Image{}}, fmt.Errorf("prune images: %w", err)
-	}
-	return cleanup.PruneImages(ctx, c, cleanup.ImageOptions{Task: opts.Task, Keep: live, DryRun: opts.DryRun})
-}
-
-// pruneCache forgets cached samples whose projects are gone and holds of dead processes. The
-// cache is only a cache: failures are ignored.
-func pruneCache(ctx context.Context, c client.APIClient, cache *tracking.Cache) {
-	left, err := tracking.List(ctx, c)
-	if err != nil {
-		return
-	}
-	exists := map[string]bool{}
-	for _, p := range left {
-		exists[p.Name] = true
-	}
-	_ = cache.Prune(func(p string) bool { return exists[p] })
-}
-
-// knownTask fails with not_found, suggesting near names, when no project and no image carries
-// task's label: a misspelt --task would otherwise remove nothing without a word.
-func knownTask(ctx context.Context, c client.APIClient, task string) error {
-	projects, err := tracking.List(ctx, c)
-	if err != nil {
+		}}
+	rep, err := o.Prune(ctx, popts)
+	if rep.Projects == nil && err != nil {
 		return err
 	}
-	var tasks []string
-	for _, p := range projects {
-		tasks = append(tasks, p.Task)
+	res := cleanupResult{DryRun: rep.DryRun, Projects: make([]cleanupProjectResult, 0, len(rep.Projects)), Images: rep.Images}
+	for _, p := range rep.Projects {
+		pr := cleanupProjectResult{Project: p.Project, Removed: p.Removed}
+		if p.Err != nil {
+			pr.Error = p.Err.Error()
+		} else if p.Removed != nil {
+			g.progress.set(p.Name, stRemoved, counts(p.Removed.Containers, p.Removed.Networks, p.Removed.Volumes))
+		}
+		res.Projects = append(res.Projects, pr)
 	}
-	imgs, err := c.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labels.ManagedFilter))})
-	if err != nil {
-		return fmt.Errorf("cleanup: list images: %w", err)
-	}
-	for _, im := range imgs {
-		tasks = append(tasks, im.Labels[labels.LabelTask])
-	}
-	if slices.Contains(tasks, task) {
-		return nil
-	}
-	return cbxerr.New(cbxerr.ErrNotFound, fmt.Sprintf("cleanup --task %s: no project or image of that task%s (see `composebox ls`)", task, tracking.DidYouMean(task, tasks)))
+	g.setResult(res, func(w io.Writer) error { return printCleanup(w, res) })
+	return err
 }
 
 func printCleanup(w io.Writer, res cleanupResult) error {
@@ -283,7 +191,7 @@ func plural(n int, s string) string {
 	return s + "s"
 }
 
-func imageName(im cleanup.Image) string {
+func imageName(im backend.PrunedImage) string {
 	if len(im.Tags) > 0 {
 		return strings.Join(im.Tags, ",")
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/spf13/cobra"
 
-	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/compose"
 	"github.com/composebox/composebox/orchestrator"
 )
@@ -109,7 +108,7 @@ func loadTask(ctx context.Context, g *globals, arg, task string, flags *taskFlag
 	}
 	sample := compose.NewSampleID()
 	name := compose.ProjectName(task, sample)
-	vars := r.SampleVars(name, orchestrator.SampleDir(tracking.DefaultStateDir(), name))
+	vars := r.SampleVars(name, orchestrator.SampleDir(g.stateDir(), name))
 	policy := lopts.Policy.AllowingDirs(vars.DirPaths()...)
 	lopts.Policy, lopts.Logger, lopts.SampleEnv, lopts.Name = &policy, g.log, vars.Env, name
 	adaptations := []compose.Adaptation{}

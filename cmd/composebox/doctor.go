@@ -9,9 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/composebox/composebox/compose"
-	"github.com/composebox/composebox/internal/engine"
 	"github.com/composebox/composebox/internal/errdefs"
-	"github.com/composebox/composebox/internal/images"
+	"github.com/composebox/composebox/orchestrator"
 	"github.com/composebox/composebox/prereqs"
 )
 
@@ -58,32 +57,21 @@ func runDoctor(cmd *cobra.Command, g *globals, path string, opts doctorOptions) 
 		}
 		tasks = taskChecks(ctx, g, path, &opts.flags)
 	}
-	if opts.Build {
-		if c, _, err := engine.Connect(ctx, 0); err == nil {
-			_, berr := images.NewBuilder(c).Base(ctx)
-			c.Close()
-			if berr != nil {
-				return berr
-			}
-		}
-	}
 	p, err := opts.flags.policy()
 	if err != nil {
 		return err
 	}
 	policy := prereqs.Check{Name: "policy", Status: prereqs.Pass, Detail: p.Summary()}
-	sn, err := g.subnets()
+	o, err := g.orchestrator(false)
 	if err != nil {
-		return usageError{err}
+		return err
 	}
-	r := prereqs.Doctor(ctx, prereqs.Options{Extra: []prereqs.Check{policy}, HostAccess: p.AllowHostAccess,
-		Subnets: prereqs.SubnetOptions{Disabled: sn.Disabled, Pool: sn.Pool, Bits: sn.Bits}})
+	defer o.Close()
 	// The task's checks need no daemon, so they are reported even when it does not answer.
-	for _, c := range tasks {
-		r.Checks = append(r.Checks, c)
-		if c.Status == prereqs.Fail {
-			r.OK = false
-		}
+	r, err := o.Doctor(ctx, orchestrator.DoctorOptions{Build: opts.Build, Extra: []prereqs.Check{policy}, Local: tasks,
+		HostAccess: p.AllowHostAccess})
+	if err != nil {
+		return err
 	}
 	g.setResult(r, func(w io.Writer) error {
 		for _, c := range r.Checks {

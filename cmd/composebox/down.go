@@ -3,17 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
-	"slices"
 
 	"github.com/spf13/cobra"
 
-	"github.com/composebox/composebox/cleanup"
-	"github.com/composebox/composebox/cleanup/tracking"
-	"github.com/composebox/composebox/internal/engine"
-	cbxerr "github.com/composebox/composebox/internal/errdefs"
-	"github.com/composebox/composebox/lifecycle"
 	"github.com/composebox/composebox/orchestrator"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 func newDownCmd(g *globals) *cobra.Command {
@@ -39,44 +33,22 @@ type downJSON struct {
 
 type downResult struct {
 	Project string `json:"project"`
-	cleanup.Removed
+	backend.Removed
 }
 
 func runDown(cmd *cobra.Command, g *globals, projects []string) error {
-	ctx := cmd.Context()
-	c, _, err := engine.Connect(ctx, 0)
+	o, err := g.orchestrator(false)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	results := []downResult{}
-	var firstErr error
-	listed, err := tracking.List(ctx, c)
-	if err != nil {
+	defer o.Close()
+	removed, err := o.Remove(cmd.Context(), projects, orchestrator.RemoveOptions{})
+	results := make([]downResult, len(removed))
+	for i, r := range removed {
+		results[i] = downResult{Project: r.Project, Removed: r.Removed}
+	}
+	if removed == nil && err != nil {
 		return err
-	}
-	names := make([]string, len(listed))
-	for i, p := range listed {
-		names[i] = p.Name
-	}
-	for _, p := range projects {
-		if !slices.Contains(names, p) {
-			if firstErr == nil {
-				firstErr = cbxerr.New(cbxerr.ErrNotFound, fmt.Sprintf("down %s: no composebox project by that name%s (see `composebox ls`)", p, tracking.DidYouMean(p, names)))
-			}
-			continue
-		}
-		removed, err := cleanup.RemoveProject(ctx, lifecycle.Retrying(c, lifecycle.RetryPolicy{}, g.log), p, cleanup.RemoveOptions{})
-		if err == nil {
-			// The directory a sample of a layout task bound (its log paths) goes with it.
-			if rerr := os.RemoveAll(orchestrator.SampleDir(tracking.DefaultStateDir(), p)); rerr != nil {
-				err = fmt.Errorf("remove the directory of %s: %w", p, rerr)
-			}
-		}
-		results = append(results, downResult{Project: p, Removed: removed})
-		if err != nil && firstErr == nil {
-			firstErr = err
-		}
 	}
 	g.setResult(downJSON{Projects: results}, func(w io.Writer) error {
 		for _, r := range results {
@@ -86,5 +58,5 @@ func runDown(cmd *cobra.Command, g *globals, projects []string) error {
 		}
 		return nil
 	})
-	return firstErr
+	return err
 }

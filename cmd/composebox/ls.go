@@ -8,19 +8,16 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/docker/docker/client"
 	"github.com/spf13/cobra"
 
 	"github.com/composebox/composebox/cleanup/labels"
-	"github.com/composebox/composebox/cleanup/tracking"
-	"github.com/composebox/composebox/internal/engine"
+	"github.com/composebox/composebox/orchestrator"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 type lsOptions struct {
 	// All also lists projects whose owner is on another host (or unreadable).
 	All bool
-	// StateDir is the state cache's directory (default: tracking.DefaultStateDir()).
-	StateDir string
 	// Task lists only the projects of this task.
 	Task string
 	// Quiet prints project names only, one a line.
@@ -55,44 +52,29 @@ pool is warm, claimed (taken from a pool) or pooled (starting for a pool), and a
 sample started cold.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			c, _, err := engine.Connect(ctx, 0)
+			o, err := g.orchestrator(false)
 			if err != nil {
 				return err
 			}
-			defer c.Close()
-			return runLs(ctx, g, c, opts)
+			defer o.Close()
+			return runLs(cmd.Context(), g, o, opts)
 		},
 	}
 	cmd.Flags().BoolVarP(&opts.All, "all", "a", false, "also list projects whose owner is on another host")
 	cmd.Flags().StringVar(&opts.Task, "task", "", "only the projects of this task")
 	cmd.Flags().BoolVarP(&opts.Quiet, "quiet", "q", false, "print project names only")
-	cmd.Flags().StringVar(&opts.StateDir, "state-dir", "", "state cache directory (default $"+tracking.StateDirEnv+", else the XDG data dir)")
-	_ = cmd.Flags().MarkHidden("state-dir")
 	return cmd
 }
 
 // lsEntry is one line of `ls`: the project as its labels describe it.
-type lsEntry = tracking.Project
+type lsEntry = orchestrator.Project
 
-func runLs(ctx context.Context, g *globals, c client.APIClient, opts lsOptions) error {
-	projects, err := tracking.List(ctx, c)
+func runLs(ctx context.Context, g *globals, o *orchestrator.Orchestrator, opts lsOptions) error {
+	listing, err := o.List(ctx, orchestrator.ListOptions{Task: opts.Task, All: opts.All})
 	if err != nil {
 		return err
 	}
-	fillFromCache(projects, stateDir(opts.StateDir))
-	shown := make([]lsEntry, 0, len(projects))
-	hidden := 0
-	for _, p := range projects {
-		if opts.Task != "" && p.Task != opts.Task {
-			continue
-		}
-		if !opts.All && otherHost(p) {
-			hidden++
-			continue
-		}
-		shown = append(shown, p)
-	}
+	shown, hidden := listing.Projects, listing.Hidden
 	g.setResult(lsResult{Projects: shown}, func(w io.Writer) error {
 		if opts.Quiet {
 			for _, p := range shown {
@@ -124,34 +106,6 @@ func runLs(ctx context.Context, g *globals, c client.APIClient, opts lsOptions) 
 // lsResult is the JSON shape of `ls`.
 type lsResult struct {
 	Projects []lsEntry `json:"projects"`
-}
-
-// otherHost reports a project whose owner runs on another host (or cannot be read).
-func otherHost(p tracking.Project) bool { return p.Status == tracking.StatusUnknown }
-
-// fillFromCache adds what only the state cache knows (the config of a project whose containers
-// are gone). The cache is optional: any failure to read it is ignored.
-func fillFromCache(projects []tracking.Project, dir string) {
-	records, err := tracking.OpenCache(dir).Samples()
-	if err != nil || len(records) == 0 {
-		return
-	}
-	byProject := map[string]tracking.SampleRecord{}
-	for _, r := range records {
-		byProject[r.Project] = r
-	}
-	for i, p := range projects {
-		if r, ok := byProject[p.Name]; ok && p.Config == "" {
-			projects[i].Config = r.Config
-		}
-	}
-}
-
-func stateDir(flag string) string {
-	if flag != "" {
-		return flag
-	}
-	return tracking.DefaultStateDir()
 }
 
 func dash(s string) string {
@@ -193,8 +147,8 @@ func humanBytes(n int64) string {
 }
 
 // lsStatus is the STATUS column: a live sample waiting in a warm pool shows as warm.
-func lsStatus(p tracking.Project) string {
-	if p.Pool == labels.PoolWarm && p.Status == tracking.StatusAlive {
+func lsStatus(p lsEntry) string {
+	if p.Pool == labels.PoolWarm && p.Status == backend.StatusAlive {
 		return labels.PoolWarm
 	}
 	return string(p.Status)

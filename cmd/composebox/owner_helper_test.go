@@ -212,7 +212,7 @@ func poll(d time.Duration, cond func() bool) bool {
 }
 
 // lsJSON runs `ls --all --json` and returns the projects of task by name.
-func lsJSON(t *testing.T, task string, extra ...string) map[string]tracking.Project {
+func lsJSON(t *testing.T, task string, extra ...string) map[string]lsEntry {
 	t.Helper()
 	code, out, errOut := runCLI(t, append([]string{"ls", "--all", "--json"}, extra...)...)
 	if code != 0 {
@@ -222,7 +222,7 @@ func lsJSON(t *testing.T, task string, extra ...string) map[string]tracking.Proj
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		t.Fatalf("ls --json: %v\n%s", err, out)
 	}
-	got := map[string]tracking.Project{}
+	got := map[string]lsEntry{}
 	for _, p := range list.Projects {
 		if p.Task == task {
 			got[p.Name] = p

@@ -126,7 +126,7 @@ func poolTaskDir(t *testing.T) string {
 	return dir
 }
 
-func warmOf(got map[string]tracking.Project, owner string) []string {
+func warmOf(got map[string]lsEntry, owner string) []string {
 	var out []string
 	for _, p := range got {
 		if p.Pool == labels.PoolWarm && p.Owner == owner {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/cleanup/tracking"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 type reapOptions struct {
@@ -46,10 +47,11 @@ func runReap(ctx context.Context, g *globals, opts reapOptions) error {
 	if _, err := labels.ParseOwner(opts.Owner); err != nil {
 		return usageError{err}
 	}
-	results, err := tracking.Reap(ctx, opts.Owner, tracking.ReapOptions{Interval: opts.Interval})
+	results, err := tracking.Reap(ctx, opts.Owner, tracking.ReapOptions{Interval: opts.Interval, StateDir: g.stateDir()})
 	out := make([]cleanupProjectResult, 0, len(results))
 	for _, r := range results {
-		pr := cleanupProjectResult{Project: r.Project, Removed: &r.Removed}
+		rm := backend.Removed{Containers: r.Removed.Containers, Networks: r.Removed.Networks, Volumes: r.Removed.Volumes, Images: r.Removed.Images}
+		pr := cleanupProjectResult{Project: r.Project.Backend(), Removed: &rm}
 		if r.Err != nil {
 			pr.Error = r.Err.Error()
 		}

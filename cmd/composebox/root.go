@@ -9,6 +9,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 
+	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/subnets"
 	"github.com/composebox/composebox/orchestrator"
 )
@@ -21,6 +22,9 @@ type globals struct {
 	SubnetPool string
 	SubnetBits int
 	NoSubnets  bool
+	// StateDir is --state-dir: where composebox keeps its state cache and samples' own
+	// directories ("": $COMPOSEBOX_STATE_DIR, else the XDG data dir).
+	StateDir string
 	// Default limits of a container whose file sets none (orchestrator.Limits).
 	ContainerMemory string
 	ContainerPids   int64
@@ -78,6 +82,7 @@ func newRootCmd(g *globals) *cobra.Command {
 	root.PersistentFlags().BoolVar(&g.JSON, "json", false, "machine-readable output on stdout")
 	root.PersistentFlags().StringVar(&g.LogLevel, "log-level", "warn", "log level on stderr: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&g.Progress, "progress", progressAuto, "progress of up, run and cleanup on stderr: auto (live on a terminal, else plain lines), tty, plain or none")
+	root.PersistentFlags().StringVar(&g.StateDir, "state-dir", "", "state cache directory (default $"+tracking.StateDirEnv+", else the XDG data dir)")
 	root.PersistentFlags().StringVar(&g.SubnetPool, "subnet-pool", "10.213.0.0/16", "pool of managed subnets for sample networks")
 	root.PersistentFlags().IntVar(&g.SubnetBits, "subnet-bits", 27, "prefix length of each managed subnet")
 	root.PersistentFlags().BoolVar(&g.NoSubnets, "no-managed-subnets", false, "let the daemon number sample networks from its default address pools")
@@ -178,6 +183,14 @@ func (h logrusToSlog) Fire(e *logrus.Entry) error {
 	}
 	h.log.Log(context.Background(), level, e.Message, attrs...)
 	return nil
+}
+
+// stateDir is the state directory every verb uses: --state-dir, else the default.
+func (g *globals) stateDir() string {
+	if g.StateDir != "" {
+		return g.StateDir
+	}
+	return tracking.DefaultStateDir()
 }
 
 // subnets is the managed-subnet configuration the flags ask for.

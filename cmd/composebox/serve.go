@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/composebox/composebox/api"
-	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/orchestrator"
 	"github.com/composebox/composebox/prereqs"
 )
@@ -98,7 +97,7 @@ func runServe(cmd *cobra.Command, g *globals, opts serveOptions) error {
 		}
 		ready.TokenFile = opts.TokenFile
 		if ready.TokenFile == "" {
-			ready.TokenFile = filepath.Join(tracking.DefaultStateDir(), "serve.token")
+			ready.TokenFile = filepath.Join(g.stateDir(), "serve.token")
 		}
 		if token, err = api.WriteToken(ready.TokenFile); err != nil {
 			_ = l.Close()

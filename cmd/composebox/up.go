@@ -164,7 +164,8 @@ func (g *globals) orchestrator(reaper bool, extra ...orchestrator.Option) (*orch
 	if err != nil {
 		return nil, usageError{err}
 	}
-	opts := []orchestrator.Option{orchestrator.WithLogger(g.log), orchestrator.WithObserver(g.progress.observer()), orchestrator.WithSubnets(sn), orchestrator.WithLimits(lim)}
+	opts := []orchestrator.Option{orchestrator.WithLogger(g.log), orchestrator.WithObserver(g.progress.observer()), orchestrator.WithSubnets(sn), orchestrator.WithLimits(lim),
+		orchestrator.WithStateDir(g.stateDir())}
 	if reaper {
 		opts = append(opts, orchestrator.WithReaper())
 	}

@@ -579,6 +579,29 @@ func (b *Backend) listLocked() []backend.Project {
 			p.Owner = labels.OwnerDetached
 		}
 		p.Stale = b.dead[p.Owner]
+		switch {
+		case p.Owner == labels.OwnerDetached:
+			p.Status = backend.StatusDetached
+		case p.Stale:
+			p.Status = backend.StatusStale
+		default:
+			p.Status = backend.StatusAlive
+		}
+		for _, c := range b.containers {
+			if c.Project == name {
+				p.Containers++
+				p.ContainerNames = append(p.ContainerNames, c.Name)
+				if c.running {
+					p.Running++
+				}
+			}
+		}
+		slices.Sort(p.ContainerNames)
+		for _, lbl := range b.networks {
+			if lbl[labels.ComposeProjectLabel] == name {
+				p.Networks++
+			}
+		}
 		out = append(out, p)
 	}
 	slices.SortFunc(out, func(a, b backend.Project) int { return strings.Compare(a.Name, b.Name) })
@@ -617,12 +640,66 @@ func (b *Backend) Sweep(ctx context.Context, sel backend.Selector, opts backend.
 	b.mu.Unlock()
 	var out []backend.SweepResult
 	var errs []error
+	if opts.DryRun {
+		for _, p := range chosen {
+			out = append(out, backend.SweepResult{Project: p})
+		}
+		return out, nil
+	}
 	for _, p := range chosen {
 		r, err := b.Down(ctx, p.Name, backend.DownOptions{Grace: opts.Grace})
 		out = append(out, backend.SweepResult{Project: p, Removed: r, Err: err})
 		errs = append(errs, err)
 	}
 	return out, errors.Join(errs...)
+}
+
+// ListImages lists the images whose labels match every entry of sel.
+func (b *Backend) ListImages(_ context.Context, sel []string) ([]backend.ImageInfo, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.callLocked("ListImages"); err != nil {
+		return nil, err
+	}
+	var out []backend.ImageInfo
+	for _, img := range b.images {
+		if matches(img.Labels, sel) {
+			out = append(out, img)
+		}
+	}
+	slices.SortFunc(out, func(x, y backend.ImageInfo) int { return strings.Compare(x.ID, y.ID) })
+	return out, nil
+}
+
+// PruneImages removes the task images (a managed label and a task label) of the tasks not in
+// opts.Keep; each counts one byte.
+func (b *Backend) PruneImages(_ context.Context, opts backend.PruneImagesOptions) (backend.ImageReport, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rep := backend.ImageReport{Removed: []backend.PrunedImage{}}
+	if err := b.callLocked("PruneImages"); err != nil {
+		return rep, err
+	}
+	refs := slices.Sorted(maps.Keys(b.images))
+	for _, ref := range refs {
+		img := b.images[ref]
+		task := img.Labels[labels.LabelTask]
+		if img.Labels[labels.LabelManaged] != "true" || task == "" || (opts.Task != "" && task != opts.Task) {
+			continue
+		}
+		pi := backend.PrunedImage{ID: img.ID, Tags: []string{ref}, Task: task, Size: 1, UniqueSize: 1}
+		if why, ok := opts.Keep[task]; ok {
+			pi.Reason = why
+			rep.Kept = append(rep.Kept, pi)
+			continue
+		}
+		rep.Removed = append(rep.Removed, pi)
+		rep.BytesReclaimed++
+		if !opts.DryRun {
+			delete(b.images, ref)
+		}
+	}
+	return rep, nil
 }
 
 // Markers, with the claim's atomicity under the fake's lock.

@@ -15,6 +15,25 @@ import (
 	"strings"
 )
 
+// Subnets configures managed subnets. Every bridge network composebox creates for a sample
+// gets an explicit small subnet from Pool, because the daemon's default address pools hold only
+// about 31 networks on Engine 20.10. A network whose IPAM the project sets itself is left alone.
+// The daemon arbitrates between processes: a subnet taken in the meantime is retried with the
+// next one. The zero value is on, with 10.213.0.0/16 as /27s (2048 networks). It is the one
+// type of this configuration: orchestrator.Subnets and lifecycle.Subnets are this type.
+type Subnets struct {
+	// Disabled leaves numbering to the daemon's default address pools.
+	Disabled bool
+	// Pool is where subnets come from (default 10.213.0.0/16). Keep it clear of the daemon's
+	// default-address-pools; subnets that overlap the host's routes are skipped.
+	Pool netip.Prefix
+	// Bits is each subnet's prefix length (default 27: 30 addresses; at most 29).
+	Bits int
+	// Attempts bounds the tries per network when another process takes the chosen subnet
+	// first (default 16).
+	Attempts int
+}
+
 // Pool is a base prefix carved into subnets of Bits bits each.
 type Pool struct {
 	Base netip.Prefix

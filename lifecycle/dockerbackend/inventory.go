@@ -2,8 +2,10 @@ package dockerbackend
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 
 	"github.com/composebox/composebox/cleanup"
 	"github.com/composebox/composebox/cleanup/tracking"
@@ -34,10 +36,18 @@ func (b *Backend) ListProjects(ctx context.Context) ([]backend.Project, error) {
 	return out, err
 }
 
-// Sweep is tracking.Sweep on the retrying client.
+// Sweep is tracking.Sweep on the retrying client; with DryRun, tracking.Plan.
 func (b *Backend) Sweep(ctx context.Context, sel backend.Selector, opts backend.RemoveOptions) ([]backend.SweepResult, error) {
-	res, err := tracking.Sweep(ctx, b.engine.Client(), tracking.Selector{Names: sel.Names, All: sel.All, Stale: sel.Stale, Task: sel.Task, OlderThan: sel.OlderThan},
-		cleanup.RemoveOptions{Grace: opts.Grace})
+	tsel := tracking.Selector{Names: sel.Names, All: sel.All, Stale: sel.Stale, Task: sel.Task, OlderThan: sel.OlderThan}
+	if opts.DryRun {
+		planned, err := tracking.Plan(ctx, b.raw, tsel)
+		out := make([]backend.SweepResult, len(planned))
+		for i, p := range planned {
+			out[i] = backend.SweepResult{Project: project(p)}
+		}
+		return out, err
+	}
+	res, err := tracking.Sweep(ctx, b.engine.Client(), tsel, cleanup.RemoveOptions{Grace: opts.Grace})
 	out := make([]backend.SweepResult, len(res))
 	for i, r := range res {
 		out[i] = backend.SweepResult{Project: project(r.Project), Removed: removed(r.Removed), Err: r.Err}
@@ -45,6 +55,22 @@ func (b *Backend) Sweep(ctx context.Context, sel backend.Selector, opts backend.
 	return out, err
 }
 
-func project(p tracking.Project) backend.Project {
-	return backend.Project{Name: p.Name, Task: p.Task, Sample: p.Sample, Owner: p.Owner, Stale: p.Stale, Created: p.Created}
+// ListImages lists the images whose labels match sel.
+func (b *Backend) ListImages(ctx context.Context, sel []string) ([]backend.ImageInfo, error) {
+	imgs, err := b.engine.Client().ImageList(ctx, image.ListOptions{Filters: labelFilter(sel)})
+	if err != nil {
+		return nil, fmt.Errorf("list images: %w", err)
+	}
+	out := make([]backend.ImageInfo, len(imgs))
+	for i, im := range imgs {
+		out[i] = backend.ImageInfo{ID: im.ID, Labels: im.Labels}
+	}
+	return out, nil
 }
+
+// PruneImages is cleanup.PruneImages on the retrying client.
+func (b *Backend) PruneImages(ctx context.Context, opts backend.PruneImagesOptions) (backend.ImageReport, error) {
+	return cleanup.PruneImages(ctx, b.engine.Client(), cleanup.ImageOptions{Task: opts.Task, Keep: opts.Keep, DryRun: opts.DryRun})
+}
+
+func project(p tracking.Project) backend.Project { return p.Backend() }

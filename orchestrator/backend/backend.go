@@ -83,6 +83,42 @@ type Images interface {
 	SaveImages(ctx context.Context, refs []string, w io.Writer) error
 	// LoadImages loads an archive SaveImages wrote.
 	LoadImages(ctx context.Context, r io.Reader) error
+	// ListImages lists the images carrying every label of sel ("key=value" or "key").
+	ListImages(ctx context.Context, sel []string) ([]ImageInfo, error)
+	// PruneImages removes the images composebox built for tasks, but those of the tasks in
+	// opts.Keep, those a container uses and composebox's own base image.
+	PruneImages(ctx context.Context, opts PruneImagesOptions) (ImageReport, error)
+}
+
+// PruneImagesOptions configures PruneImages.
+type PruneImagesOptions struct {
+	// Task limits the pruning to one task's images.
+	Task string
+	// Keep maps each live task, whose images stay, to why it is live.
+	Keep map[string]string
+	// DryRun reports what would be removed, with estimated sizes, and removes nothing.
+	DryRun bool
+}
+
+// PrunedImage is one image that PruneImages removed or kept.
+type PrunedImage struct {
+	ID   string   `json:"id"`
+	Tags []string `json:"tags"`
+	Task string   `json:"task"`
+	// Size is the image's whole size, layers shared with other images included.
+	Size int64 `json:"size"`
+	// UniqueSize is what the image alone takes, which removing it frees (an estimate).
+	UniqueSize int64 `json:"unique_size"`
+	// Reason says why a kept image was kept.
+	Reason string `json:"reason,omitempty"`
+}
+
+// ImageReport is the outcome of PruneImages.
+type ImageReport struct {
+	Removed []PrunedImage `json:"removed"`
+	Kept    []PrunedImage `json:"kept,omitempty"`
+	// BytesReclaimed is the space the engine freed (with DryRun: the estimate).
+	BytesReclaimed int64 `json:"bytes_reclaimed"`
 }
 
 // ImageInfo is a present image.
@@ -261,14 +297,66 @@ type Container struct {
 	State, Status string
 }
 
-// Project is one composebox project as its labels describe it.
+// Project is one composebox project as its labels describe it. Its JSON is what `composebox ls
+// --json` prints for a project.
 type Project struct {
-	Name    string
-	Task    string
-	Sample  string
-	Owner   string
-	Stale   bool
-	Created time.Time
+	Name   string `json:"name"`
+	Task   string `json:"task"`
+	Sample string `json:"sample"`
+	// Owner is the owner label, host:pid:start-time, or "detached" for a project handed over.
+	Owner string `json:"owner"`
+	// Status says whether the owner is alive: alive, stale, detached or unknown (an owner on
+	// another host); Stale is Status == "stale".
+	Status OwnerStatus `json:"status"`
+	Stale  bool        `json:"stale"`
+	// Created is the earliest creation time of the project's resources.
+	Created time.Time `json:"created"`
+	// Containers, Networks and Volumes count the project's resources (markers are not
+	// volumes of the project).
+	Containers int `json:"containers"`
+	Networks   int `json:"networks"`
+	Volumes    int `json:"volumes"`
+	// Running counts the containers that run.
+	Running int `json:"running"`
+	// Health is "ok" when every container runs (or exited 0) and none is unhealthy or still
+	// starting, else the services that are not, as "db:exited(137),web:unhealthy".
+	Health string `json:"health,omitempty"`
+	// Config is the project's compose files when its containers name them.
+	Config string `json:"config,omitempty"`
+	// ContainerNames names the project's containers, sorted.
+	ContainerNames []string `json:"container_names,omitempty"`
+	// Pool is warm, claimed or pooled for a sample started for a warm pool, "" otherwise.
+	Pool string `json:"pool,omitempty"`
+	// Ports are the host ports the project's running containers publish, sorted.
+	Ports []PublishedPort `json:"ports,omitempty"`
+}
+
+// OwnerStatus is what a project's owner label says about who holds it.
+type OwnerStatus string
+
+const (
+	// StatusAlive: the owner process is running on this host.
+	StatusAlive OwnerStatus = "alive"
+	// StatusStale: the owner process is gone (or its pid now belongs to another process).
+	StatusStale OwnerStatus = "stale"
+	// StatusDetached: the project was handed over (`composebox up`); it is never stale.
+	StatusDetached OwnerStatus = "detached"
+	// StatusUnknown: the owner is on another host, or the label cannot be read. Never stale.
+	StatusUnknown OwnerStatus = "unknown"
+)
+
+// PublishedPort is a port a project's container publishes on the host.
+type PublishedPort struct {
+	Service       string `json:"service"`
+	ContainerPort int    `json:"container_port"`
+	Protocol      string `json:"protocol"`
+	HostIP        string `json:"host_ip"`
+	HostPort      int    `json:"host_port"`
+}
+
+// String is the port as `docker ps` shows it, after its service: web:127.0.0.1:49153->80/tcp.
+func (p PublishedPort) String() string {
+	return fmt.Sprintf("%s:%s:%d->%d/%s", p.Service, p.HostIP, p.HostPort, p.ContainerPort, p.Protocol)
 }
 
 // Selector chooses projects to sweep: All or Stale (owner dead), narrowed by Task and
@@ -284,6 +372,8 @@ type Selector struct {
 // RemoveOptions tunes a removal; the zero value is the sandbox default.
 type RemoveOptions struct {
 	Grace time.Duration
+	// DryRun selects the projects and removes nothing: each SweepResult is what would go.
+	DryRun bool
 }
 
 // SweepResult is the outcome of removing one swept project.
