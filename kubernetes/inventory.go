@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/cleanup/tracking"
@@ -129,11 +131,26 @@ func chosen(sel backend.Selector, p backend.Project) bool {
 	return sel.OlderThan <= 0 || time.Since(p.Created) >= sel.OlderThan
 }
 
-// Markers (detached, warm, claimed) have no Kubernetes form yet.
-
+// MarkDetached hands the sample over: its namespace's owner becomes "detached", which no
+// owner's teardown or stale sweep selects. Unlike a container's labels, a namespace's can
+// change, so no marker object is needed.
 func (b *Backend) MarkDetached(ctx context.Context, m backend.Marker) error {
-	return notSupported("detaching a sample (markers)")
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"labels":      map[string]string{labels.LabelOwner: labels.OwnerDetached},
+		"annotations": map[string]string{labels.LabelOwner: labels.OwnerDetached},
+	}})
+	if err != nil {
+		return err
+	}
+	_, err = b.cs.CoreV1().Namespaces().Patch(ctx, m.Project, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return errdefs.Wrap(errdefs.ErrNotFound, err, "kubernetes: detach "+m.Project)
+	}
+	return err
 }
+
+// Warm-pool markers and claims have no Kubernetes form yet.
+
 func (b *Backend) MarkWarm(ctx context.Context, m backend.WarmMarker) error {
 	return notSupported("warm pools (markers)")
 }

@@ -44,6 +44,9 @@ type downResult struct {
 
 func runDown(cmd *cobra.Command, g *globals, projects []string) error {
 	ctx := cmd.Context()
+	if handled, err := g.backend.down(ctx, g, projects); handled {
+		return err
+	}
 	c, _, err := engine.Connect(ctx, 0)
 	if err != nil {
 		return err
