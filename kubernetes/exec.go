@@ -145,7 +145,7 @@ func argv(t backend.Target, req backend.ExecRequest, script, id string) ([]strin
 	if len(req.Cmd) == 0 {
 		return nil, errdefs.New(errdefs.ErrInvalidConfig, "exec: empty command")
 	}
-	if req.User != "" && req.User != t.User {
+	if req.User != "" && !sameUser(req.User, t.User) {
 		return nil, notSupported("exec as user " + req.User + " (execs run as the pod's user)")
 	}
 	cwd := req.Cwd
@@ -162,6 +162,13 @@ func argv(t backend.Target, req backend.ExecRequest, script, id string) ([]strin
 		out = append(out, k+"="+req.Env[k])
 	}
 	return append(out, req.Cmd...), nil
+}
+
+// sameUser reports two user specs that name the same user as far as the spec alone tells:
+// equal, or root in any spelling.
+func sameUser(a, b string) bool {
+	root := func(u string) bool { return u == "" || u == "root" || u == "0" || u == "0:0" || u == "root:root" }
+	return a == b || root(a) && root(b)
 }
 
 func dirOr(d string) string {
@@ -279,7 +286,10 @@ func (b *Backend) run(ctx context.Context, t backend.Target, req backend.ExecReq
 	case serr != nil:
 		return res, fmt.Errorf("%s: %w", what, serr)
 	case code == codeNoCwd && errc.total == 0:
-		return res, &backend.ExecError{Result: res, Err: errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("%s: no such working directory", what))}
+		return res, &backend.ExecError{Result: res, Err: errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("%s: no such working directory %s", what, cmd[4]))}
+	case code == 126 && bytes.Contains(errc.bytes(), []byte("Permission denied")):
+		// env(1) could not execute argv[0]: Docker's exec fails the same way before it runs.
+		return res, &backend.ExecError{Result: res, Err: errdefs.New(errdefs.ErrPermission, fmt.Sprintf("%s: %s is not executable", what, req.Cmd[0]))}
 	}
 	return res, nil
 }
