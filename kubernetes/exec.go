@@ -145,6 +145,9 @@ func argv(t backend.Target, req backend.ExecRequest, script, id string) ([]strin
 	if len(req.Cmd) == 0 {
 		return nil, errdefs.New(errdefs.ErrInvalidConfig, "exec: empty command")
 	}
+	if len(req.Stdin) > 0 && req.StdinReader != nil {
+		return nil, errdefs.New(errdefs.ErrInvalidConfig, "exec: Stdin and StdinReader are exclusive")
+	}
 	if req.User != "" && !sameUser(req.User, t.User) {
 		return nil, notSupported("exec as user " + req.User + " (execs run as the pod's user)")
 	}

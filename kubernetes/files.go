@@ -7,12 +7,18 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/lifecycle/sandboxio"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
+
+// writeScript is the Docker backend's, reporting the file's size once cat has finished, so
+// that the size is verified and the exec's end is the write's, not just its input's.
+var writeScript = strings.Replace(sandboxio.WriteFileScript, `exec cat >"$f"`, `cat >"$f" || exit 42
+exec wc -c <"$f"`, 1)
 
 // Files move over exec, with the Docker backend's scripts, so the same checks and exit codes
 // give the same typed errors.
@@ -114,7 +120,11 @@ func (c *countReader) Read(p []byte) (int, error) {
 func (b *Backend) WriteFileFrom(ctx context.Context, t backend.Target, p string, r io.Reader, size int64) error {
 	full := resolve(t, p)
 	cr := &countReader{r: r}
-	code, stderr, err := b.script(ctx, t, sandboxio.WriteFileScript, full, cr, io.Discard)
+	var out bytes.Buffer
+	code, stderr, err := b.script(ctx, t, writeScript, full, cr, &limitWriter{w: &out, limit: 64})
+	if ctx.Err() != nil {
+		return fmt.Errorf("write %s: %w", full, ctx.Err())
+	}
 	if err != nil {
 		return fmt.Errorf("write %s: %w", full, err)
 	}
@@ -123,6 +133,9 @@ func (b *Backend) WriteFileFrom(ctx context.Context, t backend.Target, p string,
 	}
 	if size >= 0 && cr.n != size {
 		return errdefs.New(errdefs.ErrInvalidConfig, fmt.Sprintf("write %s: %d bytes given, %d expected", full, cr.n, size))
+	}
+	if got := strings.TrimSpace(out.String()); got != strconv.FormatInt(cr.n, 10) {
+		return errdefs.New(errdefs.ErrUnavailable, fmt.Sprintf("write %s: %d bytes sent, the file has %q", full, cr.n, got))
 	}
 	return nil
 }
