@@ -28,6 +28,8 @@ type globals struct {
 	// Default limits of a container whose file sets none (orchestrator.Limits).
 	ContainerMemory string
 	ContainerPids   int64
+	// backend is --backend and its settings.
+	backend backendFlags
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -79,6 +81,7 @@ func newRootCmd(g *globals) *cobra.Command {
 			return cmd.Help()
 		},
 	}
+	addBackendFlags(root, &g.backend)
 	root.PersistentFlags().BoolVar(&g.JSON, "json", false, "machine-readable output on stdout")
 	root.PersistentFlags().StringVar(&g.LogLevel, "log-level", "warn", "log level on stderr: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&g.Progress, "progress", progressAuto, "progress of up, run and cleanup on stderr: auto (live on a terminal, else plain lines), tty, plain or none")
@@ -159,7 +162,7 @@ func (g *globals) setup() error {
 	default:
 		logrus.SetLevel(logrus.ErrorLevel)
 	}
-	return nil
+	return g.backend.setup(g)
 }
 
 // logrusToSlog forwards the compose library's logrus entries to composebox's logger.

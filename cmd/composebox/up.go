@@ -169,7 +169,7 @@ func (g *globals) orchestrator(reaper bool, extra ...orchestrator.Option) (*orch
 	if reaper {
 		opts = append(opts, orchestrator.WithReaper())
 	}
-	return orchestrator.New(append(opts, extra...)...)
+	return orchestrator.New(g.backend.options(append(opts, extra...)...)...)
 }
 
 // containerLimits are --container-memory and --container-pids as orchestrator.Limits.

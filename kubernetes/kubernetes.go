@@ -1,0 +1,234 @@
+// Package kubernetes is the Kubernetes implementation of the orchestrator's backend boundary
+// (orchestrator/backend), over client-go. A sample is a namespace named as its project and
+// labelled with composebox's labels; each service is one bare pod (no controller, so nothing
+// restarts a sample behind the agent's back) and a headless Service per name it answers to, so
+// that short names resolve through the namespace's DNS search path as they do on a compose
+// network. Images come from a registry the cluster pulls from; a local Docker Engine builds
+// them and pushes what the registry lacks. Execs and file operations run over the exec
+// subresource (WebSocket, falling back to SPDY).
+//
+// What does not map yet (markers and claims for warm pools, the death watch, bind mounts and
+// volumes, published ports, user switching by name) fails with a typed error saying so.
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/docker/docker/client"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/composebox/composebox/internal/engine"
+	"github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/lifecycle/dockerbackend"
+	"github.com/composebox/composebox/orchestrator/backend"
+)
+
+// Environment variables that configure the backend when the options leave them empty.
+const (
+	EnvRegistry = "COMPOSEBOX_REGISTRY"
+)
+
+// ErrNotSupported is what a verb that does not map onto Kubernetes yet fails with (together
+// with ErrPrerequisite).
+var ErrNotSupported = errors.New("not supported on kubernetes yet")
+
+// Options configures a Backend. The zero value reads $KUBECONFIG (else ~/.kube/config) and
+// $COMPOSEBOX_REGISTRY, and builds and pushes with the Docker Engine the environment names.
+type Options struct {
+	// Kubeconfig is the kubeconfig file; "" is $KUBECONFIG, then ~/.kube/config.
+	Kubeconfig string
+	// Config, when set, is used instead of Kubeconfig.
+	Config *rest.Config
+	// Registry is host[:port] of the registry the cluster pulls samples' images from and the
+	// local Docker Engine pushes to; "" is $COMPOSEBOX_REGISTRY.
+	Registry string
+	// Docker is the engine that builds images and pushes them; nil is the one the environment
+	// names (closed by Close).
+	Docker client.APIClient
+	// Logger receives diagnostics (default: discarded).
+	Logger *slog.Logger
+	// StartTimeout bounds a sample's readiness when the healthchecks give no budget
+	// (default 2 minutes).
+	StartTimeout time.Duration
+}
+
+// Backend runs samples on one Kubernetes cluster. It is safe for concurrent use.
+type Backend struct {
+	cfg      *rest.Config
+	cs       k8s.Interface
+	registry string
+	docker   client.APIClient
+	images   *dockerbackend.Backend
+	owned    bool
+	log      *slog.Logger
+	start    time.Duration
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New connects to the cluster opts names. Nothing is contacted until the first call.
+func New(opts Options) (*Backend, error) {
+	cfg := opts.Config
+	if cfg == nil {
+		path, err := KubeconfigPath(opts.Kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		cfg, err = clientcmd.BuildConfigFromFlags("", path)
+		if err != nil {
+			return nil, errdefs.Wrap(errdefs.ErrPrerequisite, err, "kubernetes: load kubeconfig "+path)
+		}
+	}
+	cfg = rest.CopyConfig(cfg)
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = 50, 100
+	}
+	cs, err := k8s.NewForConfig(cfg)
+	if err != nil {
+		return nil, errdefs.Wrap(errdefs.ErrPrerequisite, err, "kubernetes: client")
+	}
+	reg := opts.Registry
+	if reg == "" {
+		reg = os.Getenv(EnvRegistry)
+	}
+	if reg == "" {
+		return nil, errdefs.New(errdefs.ErrPrerequisite, "kubernetes: no registry: set --registry or "+EnvRegistry+" to the host:port the cluster pulls images from")
+	}
+	b := &Backend{cfg: cfg, cs: cs, registry: reg, docker: opts.Docker, log: opts.Logger, start: opts.StartTimeout}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
+	if b.start <= 0 {
+		b.start = 2 * time.Minute
+	}
+	if b.docker == nil {
+		c, err := engine.NewClient()
+		if err != nil {
+			return nil, err
+		}
+		b.docker, b.owned = c, true
+	}
+	b.images, err = dockerbackend.New(b.docker, dockerbackend.Options{Logger: opts.Logger})
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// KubeconfigPath is path, else $KUBECONFIG (its first entry), else ~/.kube/config.
+func KubeconfigPath(path string) (string, error) {
+	if path != "" {
+		return path, nil
+	}
+	if env := os.Getenv("KUBECONFIG"); env != "" {
+		return filepath.SplitList(env)[0], nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", errdefs.Wrap(errdefs.ErrPrerequisite, err, "kubernetes: no kubeconfig: set --kubeconfig or KUBECONFIG")
+	}
+	return filepath.Join(home, ".kube", "config"), nil
+}
+
+// Clientset is the client the backend talks to the cluster with.
+func (b *Backend) Clientset() k8s.Interface { return b.cs }
+
+// Registry is the registry images are pulled from.
+func (b *Backend) Registry() string { return b.registry }
+
+// Kind is "kubernetes".
+func (b *Backend) Kind() string { return "kubernetes" }
+
+// Endpoint is the API server's address.
+func (b *Backend) Endpoint() string { return b.cfg.Host }
+
+// Close releases the Docker client the backend made.
+func (b *Backend) Close() error {
+	var err error
+	if b.images != nil {
+		err = b.images.Close()
+	}
+	if b.owned {
+		if cerr := b.docker.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// Ping checks the API server answers and the backend may work with namespaces.
+func (b *Backend) Ping(ctx context.Context, timeout time.Duration) (backend.Info, error) {
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	v, err := b.cs.Discovery().ServerVersion()
+	if err != nil {
+		return backend.Info{}, errdefs.Wrap(errdefs.ErrPrerequisite, err, "kubernetes: reach the API server at "+b.cfg.Host)
+	}
+	info := backend.Info{Endpoint: b.cfg.Host, APIVersion: v.GitVersion, OSType: "linux"}
+	nodes, err := b.cs.CoreV1().Nodes().List(ctx, listOpts(""))
+	if err == nil {
+		for _, n := range nodes.Items {
+			if m, ok := n.Status.Allocatable.Memory().AsInt64(); ok {
+				info.MemTotal += m
+			}
+		}
+	}
+	return info, nil
+}
+
+// Doctor reports the API server's reachability and the registry's.
+func (b *Backend) Doctor(ctx context.Context, opts backend.DoctorOptions) backend.Report {
+	rep := backend.Report{OK: true}
+	add := func(c backend.Check) {
+		if c.Status == backend.Fail {
+			rep.OK = false
+		}
+		rep.Checks = append(rep.Checks, c)
+	}
+	if info, err := b.Ping(ctx, opts.PingTimeout); err != nil {
+		add(backend.Check{Name: "kubernetes", Status: backend.Fail, Detail: err.Error(), Fix: "check --kubeconfig / KUBECONFIG"})
+	} else {
+		add(backend.Check{Name: "kubernetes", Status: backend.Pass, Detail: "API server " + info.Endpoint + " answers, " + info.APIVersion})
+	}
+	if err := b.registryPing(ctx); err != nil {
+		add(backend.Check{Name: "registry", Status: backend.Fail, Detail: err.Error(), Fix: "check --registry / " + EnvRegistry})
+	} else {
+		add(backend.Check{Name: "registry", Status: backend.Pass, Detail: b.registry + " answers"})
+	}
+	for _, c := range opts.Extra {
+		add(c)
+	}
+	return rep
+}
+
+// Transient reports the API server's passing trouble: throttling, timeouts, a reset connection.
+func (b *Backend) Transient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	return apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err)
+}
+
+// Unreachable reports an API server that could not be dialled.
+func (b *Backend) Unreachable(err error) bool {
+	var op *net.OpError
+	return err != nil && errors.As(err, &op) && op.Op == "dial"
+}
+
+func notSupported(what string) error {
+	return errdefs.Wrap(errdefs.ErrPrerequisite, ErrNotSupported, "kubernetes: "+what)
+}

@@ -1,0 +1,468 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/types"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/orchestrator/backend"
+)
+
+// Annotations keep what label values cannot hold (an owner is host:pid:start) and what the
+// image says that the pod spec does not (its working directory and user).
+const (
+	annotationPrefix  = "composebox.dev/"
+	annotationWorkdir = annotationPrefix + "workdir"
+	annotationUser    = annotationPrefix + "user"
+)
+
+// namespaceLabels are the composebox labels a namespace carries, copied from a service.
+var namespaceLabels = []string{labels.LabelManaged, labels.LabelTask, labels.LabelSample, labels.LabelOwner, labels.LabelCreated}
+
+var invalidLabelValue = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+// labelValue fits s into a label value: at most 63 characters of [A-Za-z0-9_.-], alphanumeric
+// at both ends. The exact value is kept in an annotation of the same key.
+func labelValue(s string) string {
+	s = invalidLabelValue.ReplaceAllString(s, "_")
+	if len(s) > 63 {
+		s = s[:63]
+	}
+	return strings.Trim(s, "_.-")
+}
+
+// metaFor splits compose labels into labels (values fitted) and annotations (values exact).
+func metaFor(in map[string]string) (lbl, ann map[string]string) {
+	lbl, ann = map[string]string{}, map[string]string{}
+	for k, v := range in {
+		if len(validation.IsQualifiedName(k)) != 0 {
+			continue
+		}
+		lbl[k] = labelValue(v)
+		ann[k] = v
+	}
+	return lbl, ann
+}
+
+var invalidDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// dnsName fits a compose name into a DNS-1035 label (a pod, Service or container name), or
+// "" when nothing of it fits.
+func dnsName(s string) string {
+	s = strings.Trim(invalidDNS.ReplaceAllString(strings.ToLower(s), "-"), "-")
+	if len(s) > 63 {
+		s = strings.TrimRight(s[:63], "-")
+	}
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return ""
+	}
+	return s
+}
+
+// Up creates the project's namespace, a headless Service per name and a pod per service, in
+// dependency order: a service whose dependencies must be started or healthy waits for them
+// first, as compose does. It is idempotent under retries: every name is deterministic and an
+// existing object is kept.
+func (b *Backend) Up(ctx context.Context, p *types.Project, opts backend.UpOptions) error {
+	if len(p.Services) == 0 {
+		return errdefs.New(errdefs.ErrInvalidConfig, "kubernetes up "+p.Name+": no services")
+	}
+	var first types.ServiceConfig
+	for _, name := range slices.Sorted(maps.Keys(p.Services)) {
+		first = p.Services[name]
+		break
+	}
+	nsLabels := map[string]string{}
+	for _, k := range namespaceLabels {
+		if v, ok := first.Labels[k]; ok {
+			nsLabels[k] = v
+		}
+	}
+	nsLabels[labels.ComposeProjectLabel] = p.Name
+	lbl, ann := metaFor(nsLabels)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Labels: lbl, Annotations: ann}}
+	if _, err := b.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("kubernetes up %s: create namespace: %w", p.Name, err)
+	}
+	order, err := serviceOrder(p)
+	if err != nil {
+		return err
+	}
+	progress := func(svc, status string) {
+		if opts.OnProgress != nil {
+			opts.OnProgress(svc, status)
+		}
+	}
+	for _, name := range order {
+		svc := p.Services[name]
+		var waitFor []string
+		for dep, d := range svc.DependsOn {
+			if d.Condition == types.ServiceConditionHealthy || d.Condition == types.ServiceConditionCompletedSuccessfully {
+				waitFor = append(waitFor, dep)
+			}
+		}
+		if len(waitFor) > 0 {
+			if _, err := b.wait(ctx, p, waitFor, opts.Wait); err != nil {
+				return fmt.Errorf("kubernetes up %s: dependencies of %s: %w", p.Name, name, err)
+			}
+		}
+		progress(name, "creating")
+		pod, err := b.podFor(ctx, p, svc)
+		if err != nil {
+			return err
+		}
+		if _, err := b.cs.CoreV1().Pods(p.Name).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("kubernetes up %s: create pod %s: %w", p.Name, pod.Name, err)
+		}
+		progress(name, "created")
+		for _, host := range hostNames(name, svc) {
+			if err := b.createService(ctx, p.Name, host, name); err != nil {
+				return err
+			}
+		}
+		progress(name, "started")
+	}
+	return nil
+}
+
+// serviceOrder is the services in dependency order, dependencies first.
+func serviceOrder(p *types.Project) ([]string, error) {
+	var order []string
+	seen := map[string]int{}
+	var visit func(string) error
+	visit = func(n string) error {
+		switch seen[n] {
+		case 1:
+			return errdefs.New(errdefs.ErrInvalidConfig, "dependency cycle through "+n)
+		case 2:
+			return nil
+		}
+		seen[n] = 1
+		for _, dep := range slices.Sorted(maps.Keys(p.Services[n].DependsOn)) {
+			if _, ok := p.Services[dep]; ok {
+				if err := visit(dep); err != nil {
+					return err
+				}
+			}
+		}
+		seen[n] = 2
+		order = append(order, n)
+		return nil
+	}
+	for _, n := range slices.Sorted(maps.Keys(p.Services)) {
+		if err := visit(n); err != nil {
+			return nil, err
+		}
+	}
+	return order, nil
+}
+
+// hostNames are the names a service answers to on its networks: its name, its aliases and
+// its container_name, as DNS labels.
+func hostNames(name string, svc types.ServiceConfig) []string {
+	names := []string{name}
+	for _, n := range svc.Networks {
+		if n != nil {
+			names = append(names, n.Aliases...)
+		}
+	}
+	if svc.ContainerName != "" {
+		names = append(names, svc.ContainerName)
+	}
+	var out []string
+	for _, n := range names {
+		if d := dnsName(n); d != "" && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// createService makes a headless Service named host selecting service's pod. Addresses are
+// published before readiness, as compose's DNS answers as soon as a container runs.
+func (b *Backend) createService(ctx context.Context, ns, host, service string) error {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: host, Labels: map[string]string{labels.LabelManaged: "true", labels.ComposeProjectLabel: ns}},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: true,
+			Selector: map[string]string{labels.ComposeProjectLabel: ns, labels.ComposeServiceLabel: labelValue(service)}},
+	}
+	if _, err := b.cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("kubernetes up %s: create service %s: %w", ns, host, err)
+	}
+	return nil
+}
+
+// podFor maps one compose service onto a bare pod.
+func (b *Backend) podFor(ctx context.Context, p *types.Project, svc types.ServiceConfig) (*corev1.Pod, error) {
+	fail := func(what string) error {
+		return notSupported(fmt.Sprintf("service %s: %s", svc.Name, what))
+	}
+	name := dnsName(svc.Name)
+	if name == "" {
+		return nil, errdefs.New(errdefs.ErrInvalidConfig, fmt.Sprintf("kubernetes: service name %q makes no DNS name", svc.Name))
+	}
+	for _, v := range svc.Volumes {
+		if v.Type != types.VolumeTypeTmpfs {
+			return nil, fail(v.Type + " volume " + v.Target)
+		}
+	}
+	if len(svc.Ports) > 0 {
+		return nil, fail("published ports")
+	}
+	if svc.Image == "" {
+		return nil, errdefs.New(errdefs.ErrInvalidConfig, "kubernetes: service "+svc.Name+" has no image")
+	}
+	info, err := b.Image(ctx, svc.Image)
+	if err != nil {
+		return nil, err
+	}
+	ref, err := b.registryRef(svc.Image)
+	if err != nil {
+		return nil, err
+	}
+	svcLabels := maps.Clone(svc.Labels)
+	if svcLabels == nil {
+		svcLabels = map[string]string{}
+	}
+	svcLabels[labels.ComposeProjectLabel] = p.Name
+	svcLabels[labels.ComposeServiceLabel] = svc.Name
+	lbl, ann := metaFor(svcLabels)
+	workdir, user := svc.WorkingDir, svc.User
+	if img, err := b.docker.ImageInspect(ctx, svc.Image); err == nil && img.Config != nil {
+		if workdir == "" {
+			workdir = img.Config.WorkingDir
+		}
+		if user == "" {
+			user = img.Config.User
+		}
+	}
+	_ = info
+	ann[annotationWorkdir], ann[annotationUser] = workdir, user
+
+	sc := &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(svc.ReadOnly)}
+	if svc.Privileged {
+		sc.Privileged, sc.AllowPrivilegeEscalation = ptr(true), ptr(true)
+	}
+	if len(svc.CapAdd)+len(svc.CapDrop) > 0 {
+		sc.Capabilities = &corev1.Capabilities{}
+		for _, c := range svc.CapAdd {
+			sc.Capabilities.Add = append(sc.Capabilities.Add, corev1.Capability(strings.TrimPrefix(c, "CAP_")))
+		}
+		for _, c := range svc.CapDrop {
+			sc.Capabilities.Drop = append(sc.Capabilities.Drop, corev1.Capability(strings.TrimPrefix(c, "CAP_")))
+		}
+	}
+	if user != "" {
+		uid, gid, err := numericUser(user)
+		if err != nil {
+			return nil, fail(err.Error())
+		}
+		sc.RunAsUser = &uid
+		if gid >= 0 {
+			sc.RunAsGroup = &gid
+		}
+	}
+	c := corev1.Container{
+		Name: name, Image: ref, ImagePullPolicy: corev1.PullIfNotPresent,
+		Command: svc.Entrypoint, Args: svc.Command, WorkingDir: svc.WorkingDir,
+		SecurityContext: sc, TTY: svc.Tty, Stdin: svc.StdinOpen,
+		ReadinessProbe: probe(svc.HealthCheck),
+	}
+	for _, k := range slices.Sorted(maps.Keys(svc.Environment)) {
+		if v := svc.Environment[k]; v != nil {
+			c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: *v})
+		}
+	}
+	c.Resources = resources(svc)
+	restart := corev1.RestartPolicyNever
+	switch {
+	case svc.Restart == types.RestartPolicyAlways || svc.Restart == types.RestartPolicyUnlessStopped:
+		restart = corev1.RestartPolicyAlways
+	case strings.HasPrefix(svc.Restart, types.RestartPolicyOnFailure):
+		restart = corev1.RestartPolicyOnFailure
+	}
+	grace := int64(1)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbl, Annotations: ann},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{c}, RestartPolicy: restart,
+			TerminationGracePeriodSeconds: &grace,
+			AutomountServiceAccountToken:  ptr(false), EnableServiceLinks: ptr(false),
+			Hostname: dnsName(svc.Hostname),
+			// init: the pod's pause process is PID 1 of a shared PID namespace and reaps
+			// zombies, as docker-init does.
+			ShareProcessNamespace: svc.Init,
+		},
+	}
+	return pod, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// numericUser parses uid[:gid]; names need the image's passwd, which a pod spec cannot use.
+func numericUser(u string) (uid, gid int64, err error) {
+	us, gs, hasGroup := strings.Cut(u, ":")
+	uid, err = strconv.ParseInt(us, 10, 64)
+	if err != nil {
+		if us == "root" {
+			uid = 0
+		} else {
+			return 0, 0, fmt.Errorf("user %q by name (only numeric uid[:gid])", u)
+		}
+	}
+	gid = -1
+	if hasGroup {
+		if gid, err = strconv.ParseInt(gs, 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("group %q by name (only numeric uid[:gid])", u)
+		}
+	}
+	return uid, gid, nil
+}
+
+// probe turns a healthcheck into an exec readiness probe.
+func probe(hc *types.HealthCheckConfig) *corev1.Probe {
+	if hc == nil || hc.Disable || len(hc.Test) == 0 || hc.Test[0] == "NONE" {
+		return nil
+	}
+	var cmd []string
+	switch hc.Test[0] {
+	case "CMD":
+		cmd = hc.Test[1:]
+	case "CMD-SHELL":
+		cmd = []string{"/bin/sh", "-c", strings.Join(hc.Test[1:], " ")}
+	default:
+		cmd = []string{"/bin/sh", "-c", strings.Join(hc.Test, " ")}
+	}
+	secs := func(d *types.Duration, def int32) int32 {
+		if d == nil || *d <= 0 {
+			return def
+		}
+		return int32(math.Ceil(time.Duration(*d).Seconds()))
+	}
+	pr := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: cmd}},
+		PeriodSeconds: secs(hc.Interval, 30), TimeoutSeconds: secs(hc.Timeout, 30), FailureThreshold: 3}
+	if hc.Retries != nil && *hc.Retries > 0 {
+		pr.FailureThreshold = int32(*hc.Retries)
+	}
+	if hc.StartPeriod != nil {
+		pr.InitialDelaySeconds = secs(hc.StartPeriod, 0)
+	}
+	return pr
+}
+
+// resources maps cpus and memory limits (the service's own or its deploy section's).
+func resources(svc types.ServiceConfig) corev1.ResourceRequirements {
+	cpus, mem := float64(svc.CPUS), int64(svc.MemLimit)
+	if svc.Deploy != nil && svc.Deploy.Resources.Limits != nil {
+		if l := svc.Deploy.Resources.Limits; l.NanoCPUs > 0 && cpus == 0 {
+			cpus = float64(l.NanoCPUs)
+		}
+		if l := svc.Deploy.Resources.Limits; l.MemoryBytes > 0 && mem == 0 {
+			mem = int64(l.MemoryBytes)
+		}
+	}
+	var r corev1.ResourceRequirements
+	if cpus > 0 || mem > 0 {
+		r.Limits = corev1.ResourceList{}
+	}
+	if cpus > 0 {
+		r.Limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(cpus*1000), resource.DecimalSI)
+	}
+	if mem > 0 {
+		r.Limits[corev1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
+	}
+	if svc.PidsLimit > 0 {
+		// A pod-level pids limit is the kubelet's configuration, not the pod's: left to it.
+		_ = svc.PidsLimit
+	}
+	return r
+}
+
+// Down deletes the project's namespace and waits until it is gone; a namespace that stays
+// Terminating is reported with its finalizers and conditions.
+func (b *Backend) Down(ctx context.Context, project string, opts backend.DownOptions) (backend.Removed, error) {
+	var rm backend.Removed
+	pods, err := b.cs.CoreV1().Pods(project).List(ctx, listOpts(labels.ManagedFilter))
+	if err == nil {
+		rm.Containers = len(pods.Items)
+	}
+	grace := int64(1)
+	if opts.Grace < 0 {
+		grace = 0
+	} else if opts.Grace > 0 {
+		grace = int64(math.Ceil(opts.Grace.Seconds()))
+	}
+	err = b.cs.CoreV1().Namespaces().Delete(ctx, project, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+	if apierrors.IsNotFound(err) {
+		return rm, nil
+	}
+	if err != nil {
+		return rm, fmt.Errorf("kubernetes down %s: delete namespace: %w", project, err)
+	}
+	// The pods go first with the grace given, so that a namespace's slow teardown does not
+	// keep the sample's processes running.
+	_ = b.cs.CoreV1().Pods(project).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, listOpts(""))
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := b.waitNamespaceGone(wctx, project); err != nil {
+		return rm, err
+	}
+	rm.Networks = 1
+	return rm, nil
+}
+
+// waitNamespaceGone watches the namespace until it is deleted.
+func (b *Backend) waitNamespaceGone(ctx context.Context, ns string) error {
+	for {
+		cur, err := b.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("kubernetes down %s: %w", ns, err)
+		}
+		w, err := b.cs.CoreV1().Namespaces().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + ns, ResourceVersion: cur.ResourceVersion})
+		if err != nil {
+			return fmt.Errorf("kubernetes down %s: %w", ns, err)
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type == "DELETED" {
+				w.Stop()
+				return nil
+			}
+			if n, ok := ev.Object.(*corev1.Namespace); ok {
+				cur = n
+			}
+		}
+		w.Stop()
+		if ctx.Err() != nil {
+			var why []string
+			for _, f := range cur.Spec.Finalizers {
+				why = append(why, string(f))
+			}
+			for _, c := range cur.Status.Conditions {
+				if c.Status == corev1.ConditionTrue {
+					why = append(why, string(c.Type)+": "+c.Message)
+				}
+			}
+			return errdefs.New(errdefs.ErrTimeout, fmt.Sprintf("kubernetes down %s: namespace still %s; finalizers and conditions: %s", ns, cur.Status.Phase, strings.Join(why, "; ")))
+		}
+	}
+}
+
+func listOpts(selector string) metav1.ListOptions { return metav1.ListOptions{LabelSelector: selector} }

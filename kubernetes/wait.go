@@ -1,0 +1,235 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/orchestrator/backend"
+)
+
+// failReasons are container waiting reasons that never pass on their own: the wait fails at
+// once, naming it.
+var failReasons = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CrashLoopBackOff",
+	"CreateContainerError", "CreateContainerConfigError", "RunContainerError"}
+
+// Wait waits until every service's pod is ready (a one-shot that exited 0 counts as done).
+func (b *Backend) Wait(ctx context.Context, p *types.Project, opts backend.WaitOptions) ([]backend.ServiceState, error) {
+	return b.wait(ctx, p, slices.Sorted(maps.Keys(p.Services)), opts)
+}
+
+// budget is opts.Timeout, else the backend's start timeout plus the slowest healthcheck's
+// full run.
+func (b *Backend) budget(p *types.Project, services []string, opts backend.WaitOptions) time.Duration {
+	if opts.Timeout > 0 {
+		return opts.Timeout
+	}
+	d := b.start
+	for _, name := range services {
+		hc := p.Services[name].HealthCheck
+		if hc == nil || hc.Interval == nil {
+			continue
+		}
+		retries := uint64(3)
+		if hc.Retries != nil {
+			retries = *hc.Retries
+		}
+		run := time.Duration(*hc.Interval) * time.Duration(retries+1)
+		if hc.StartPeriod != nil {
+			run += time.Duration(*hc.StartPeriod)
+		}
+		d = max(d, b.start+run)
+	}
+	return d
+}
+
+// wait watches the namespace's pods until services are ready, one fails, or the budget ends.
+func (b *Backend) wait(ctx context.Context, p *types.Project, services []string, opts backend.WaitOptions) ([]backend.ServiceState, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.budget(p, services, opts))
+	defer cancel()
+	states := map[string]backend.ServiceState{}
+	reported := map[string]bool{}
+	// check updates states from a pod and says whether everything is ready; an error is a
+	// pod that will never be.
+	check := func(pod *corev1.Pod) error {
+		svc := pod.Annotations[labels.ComposeServiceLabel]
+		if !slices.Contains(services, svc) {
+			return nil
+		}
+		st, reason := podState(pod, p.Services[svc].HealthCheck != nil)
+		states[svc] = st
+		if reason != "" {
+			return b.podFailure(context.WithoutCancel(ctx), pod, reason)
+		}
+		if st.Ready && !reported[svc] && opts.OnReady != nil {
+			reported[svc] = true
+			opts.OnReady(st)
+		}
+		return nil
+	}
+	done := func() bool {
+		for _, s := range services {
+			if !states[s].Ready {
+				return false
+			}
+		}
+		return true
+	}
+	for {
+		list, err := b.cs.CoreV1().Pods(p.Name).List(ctx, listOpts(labels.ComposeProjectLabel+"="+labelValue(p.Name)))
+		if err != nil {
+			return b.result(services, states), fmt.Errorf("kubernetes wait %s: %w", p.Name, err)
+		}
+		for i := range list.Items {
+			if err := check(&list.Items[i]); err != nil {
+				return b.result(services, states), err
+			}
+		}
+		if done() {
+			return b.result(services, states), nil
+		}
+		w, err := b.cs.CoreV1().Pods(p.Name).Watch(ctx, metav1.ListOptions{
+			LabelSelector:   labels.ComposeProjectLabel + "=" + labelValue(p.Name),
+			ResourceVersion: list.ResourceVersion,
+		})
+		if err != nil {
+			return b.result(services, states), b.notReady(ctx, p.Name, services, states, err)
+		}
+		for ev := range w.ResultChan() {
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			if err := check(pod); err != nil {
+				w.Stop()
+				return b.result(services, states), err
+			}
+			if done() {
+				w.Stop()
+				return b.result(services, states), nil
+			}
+		}
+		w.Stop()
+		if ctx.Err() != nil {
+			return b.result(services, states), b.notReady(ctx, p.Name, services, states, ctx.Err())
+		}
+		// The server ended the watch: list again and resume.
+	}
+}
+
+func (b *Backend) result(services []string, states map[string]backend.ServiceState) []backend.ServiceState {
+	out := make([]backend.ServiceState, 0, len(services))
+	for _, s := range services {
+		st, ok := states[s]
+		if !ok {
+			st = backend.ServiceState{Service: s, State: "missing"}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+func (b *Backend) notReady(ctx context.Context, ns string, services []string, states map[string]backend.ServiceState, err error) error {
+	var not []string
+	for _, s := range services {
+		if st := states[s]; !st.Ready {
+			not = append(not, fmt.Sprintf("%s (%s%s)", s, st.State, strings.TrimSuffix(" "+st.Health, " ")))
+		}
+	}
+	msg := fmt.Sprintf("kubernetes wait %s: not ready: %s", ns, strings.Join(not, ", "))
+	if ctx.Err() != nil {
+		return errdefs.Wrap(errdefs.ErrTimeout, err, msg)
+	}
+	return fmt.Errorf("%s: %w", msg, err)
+}
+
+// podState describes a pod as a service state, and names the reason it will never be ready.
+func podState(pod *corev1.Pod, health bool) (backend.ServiceState, string) {
+	st := backend.ServiceState{Service: pod.Annotations[labels.ComposeServiceLabel], ContainerID: pod.Namespace + "/" + pod.Name,
+		Container: pod.Name, State: "created", WorkingDir: pod.Annotations[annotationWorkdir], User: pod.Annotations[annotationUser]}
+	if st.WorkingDir == "" {
+		st.WorkingDir = "/"
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return st, "FailedScheduling: " + c.Message
+		}
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		switch {
+		case cs.State.Waiting != nil:
+			if slices.Contains(failReasons, cs.State.Waiting.Reason) {
+				return st, cs.State.Waiting.Reason + ": " + cs.State.Waiting.Message
+			}
+		case cs.State.Running != nil:
+			st.State = backend.StateRunning
+			if health {
+				st.Health = "starting"
+				if cs.Ready {
+					st.Health = "healthy"
+				}
+			}
+			st.Ready = cs.Ready
+		case cs.State.Terminated != nil:
+			t := cs.State.Terminated
+			st.State, st.ExitCode, st.OOMKilled = "exited", int(t.ExitCode), t.Reason == "OOMKilled"
+			if t.ExitCode == 0 && pod.Spec.RestartPolicy != corev1.RestartPolicyAlways {
+				st.Ready = true
+				return st, ""
+			}
+			if pod.Spec.RestartPolicy == corev1.RestartPolicyNever || st.OOMKilled {
+				return st, fmt.Sprintf("%s (exit code %d)", t.Reason, t.ExitCode)
+			}
+		}
+	}
+	return st, ""
+}
+
+// podFailure names why a pod will never be ready, with its events and log tail.
+func (b *Backend) podFailure(ctx context.Context, pod *corev1.Pod, reason string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	msg := fmt.Sprintf("service %s (pod %s/%s): %s", pod.Annotations[labels.ComposeServiceLabel], pod.Namespace, pod.Name, reason)
+	if evs, err := b.cs.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("involvedObject.name", pod.Name).String()}); err == nil {
+		var lines []string
+		for _, e := range evs.Items {
+			if e.Type != corev1.EventTypeNormal {
+				lines = append(lines, e.Reason+": "+e.Message)
+			}
+		}
+		if len(lines) > 0 {
+			msg += "; events: " + strings.Join(lines[max(0, len(lines)-5):], "; ")
+		}
+	}
+	if tail := b.logTail(ctx, pod.Namespace, pod.Name); tail != "" {
+		msg += fmt.Sprintf("; last log lines: %q", tail)
+	}
+	cat := errdefs.ErrUnavailable
+	if strings.HasPrefix(reason, "ErrImagePull") || strings.HasPrefix(reason, "ImagePullBackOff") || strings.HasPrefix(reason, "InvalidImageName") {
+		cat = errdefs.ErrNotFound
+	}
+	return errdefs.New(cat, "kubernetes: "+msg)
+}
+
+func (b *Backend) logTail(ctx context.Context, ns, pod string) string {
+	tail := int64(20)
+	rc, err := b.cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{TailLines: &tail}).Stream(ctx)
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	data, _ := io.ReadAll(io.LimitReader(rc, 8<<10))
+	return strings.TrimSpace(string(data))
+}
