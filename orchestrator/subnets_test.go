@@ -60,7 +60,7 @@ func TestFortyLiveSamplesWithManagedSubnets(t *testing.T) {
 	}
 	// All 40 are live at the same time, and answer across their own network.
 	for _, s := range samples[:3] {
-		r, err := s.Default().Exec(t.Context(), orchestrator.ExecRequest{Cmd: []string{"sh", "-c", "nc -w 2 peer 7000 </dev/null"}})
+		r, err := s.Default().Exec(t.Context(), orchestrator.ExecRequest{Cmd: []string{"sh", "-c", "nc -w 10 peer 7000 </dev/null"}})
 		if err != nil || string(r.Stdout) != "pong\n" {
 			t.Errorf("%s: default → peer: %+v, %v", s.Project(), r, err)
 		}
