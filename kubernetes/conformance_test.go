@@ -1,33 +1,14 @@
 package kubernetes_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"testing"
 
 	"github.com/composebox/composebox/internal/conformance"
+	"github.com/composebox/composebox/internal/conformance/orchestrated"
 	"github.com/composebox/composebox/orchestrator"
 )
-
-// conformanceSandbox adapts orchestrator.Sandbox to the conformance suite.
-type conformanceSandbox struct{ *orchestrator.Sandbox }
-
-func (s conformanceSandbox) ExecStream(ctx context.Context, req orchestrator.ExecRequest) (conformance.Process, error) {
-	p, err := s.Sandbox.ExecStream(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-func (s conformanceSandbox) ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
-	var buf bytes.Buffer
-	if _, err := s.Sandbox.ReadFileTo(ctx, path, &buf, limit); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
 
 // TestConformance runs the exec and file suite against samples on the cluster. A pod's user
 // is numeric (a pod spec cannot look a name up in the image), so the base image's sandbox
@@ -60,6 +41,6 @@ services:
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Cleanup(context.Background()) })
-		return conformanceSandbox{s.Default()}
+		return orchestrated.Sandbox{Sandbox: s.Default()}
 	})
 }

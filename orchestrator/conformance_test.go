@@ -1,34 +1,14 @@
 package orchestrator_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"testing"
 
 	"github.com/composebox/composebox/internal/conformance"
+	"github.com/composebox/composebox/internal/conformance/orchestrated"
 	"github.com/composebox/composebox/orchestrator"
 )
-
-// conformanceSandbox adapts orchestrator.Sandbox to the conformance suite.
-type conformanceSandbox struct{ *orchestrator.Sandbox }
-
-func (s conformanceSandbox) ExecStream(ctx context.Context, req orchestrator.ExecRequest) (conformance.Process, error) {
-	p, err := s.Sandbox.ExecStream(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-func (s conformanceSandbox) ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
-	var buf bytes.Buffer
-	_, err := s.Sandbox.ReadFileTo(ctx, path, &buf, limit)
-	if err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
 
 // TestConformance runs the exec and file suite through the public API: each sandbox is the
 // default service of a real sample, whose user is the one the suite asks for.
@@ -51,6 +31,6 @@ services:
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Cleanup(context.Background()) })
-		return conformanceSandbox{s.Default()}
+		return orchestrated.Sandbox{Sandbox: s.Default()}
 	})
 }
