@@ -68,6 +68,8 @@ type Info struct {
 	OSType     string
 	// MemTotal is the engine host's memory in bytes, when known.
 	MemTotal int64
+	// NCPU is the engine host's CPU count, when known.
+	NCPU int
 }
 
 // Images are the images samples run: present, built, or brought from elsewhere.
@@ -292,7 +294,10 @@ type Inventory interface {
 // Container is one listed container.
 type Container struct {
 	ID, Name string
-	Labels   map[string]string
+	// Engine names the engine the container lives on ("default" for the one engine of a
+	// single-engine backend, "" when the backend does not say).
+	Engine string
+	Labels map[string]string
 	// State is the engine's container state; Status its human summary ("Up 3 minutes").
 	State, Status string
 }
@@ -303,6 +308,9 @@ type Project struct {
 	Name   string `json:"name"`
 	Task   string `json:"task"`
 	Sample string `json:"sample"`
+	// Engine names the engine the project lives on ("default" for the one engine of a
+	// single-engine backend, "" when the backend does not say).
+	Engine string `json:"engine,omitempty"`
 	// Owner is the owner label, host:pid:start-time, or "detached" for a project handed over.
 	Owner string `json:"owner"`
 	// Status says whether the owner is alive: alive, stale, detached or unknown (an owner on
