@@ -64,6 +64,7 @@ type Event struct {
 	Sample          string    `json:"sample,omitempty"`
 	Project         string    `json:"project,omitempty"`
 	Service         string    `json:"service,omitempty"`
+	Engine          string    `json:"engine,omitempty"`
 	DurationSeconds float64   `json:"duration_seconds,omitempty"`
 	Error           string    `json:"error,omitempty"`
 	Message         string    `json:"message,omitempty"`
@@ -72,7 +73,7 @@ type Event struct {
 
 func eventJSON(e orchestrator.Event) Event {
 	out := Event{Type: "event", Kind: string(e.Kind), Time: e.Time.UTC(), Task: e.Task, Sample: e.Sample,
-		Project: e.Project, Service: e.Service, DurationSeconds: e.Duration.Seconds(), Message: e.Message}
+		Project: e.Project, Service: e.Service, Engine: e.Engine, DurationSeconds: e.Duration.Seconds(), Message: e.Message}
 	if e.Err != nil {
 		out.Error = e.Err.Error()
 	}

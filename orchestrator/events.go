@@ -19,17 +19,22 @@ const (
 	// EventAdapted: the sample's project was changed so that it can run beside other samples
 	// (Message says how: a container_name turned into an alias, a host port made ephemeral, ...).
 	EventAdapted EventKind = "adapted"
+	// EventSamplePlaced: a backend of several engines chose the sample's engine (Engine);
+	// Message says why (its load, whether it had the images).
+	EventSamplePlaced EventKind = "sample_placed"
 )
 
 // Event is one step of a task's or sample's life. Duration is the step's own duration (for
 // sample_healthy and service_ready, from SampleInit's start).
 type Event struct {
-	Kind     EventKind
-	Time     time.Time
-	Task     string
-	Sample   string
-	Project  string
-	Service  string
+	Kind    EventKind
+	Time    time.Time
+	Task    string
+	Sample  string
+	Project string
+	Service string
+	// Engine names the engine of the sample (sample_placed).
+	Engine   string
 	Duration time.Duration
 	Err      error
 	// Message describes the event in a sentence, where its kind alone does not (adapted), or

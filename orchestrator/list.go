@@ -35,8 +35,10 @@ func (o *Orchestrator) List(ctx context.Context, opts ListOptions) (Listing, err
 	if _, err := o.prerequisites(ctx); err != nil {
 		return Listing{}, err
 	}
+	// Over several engines, one that does not answer leaves its projects out: the others'
+	// are listed all the same, and the error names it.
 	projects, err := o.backend.ListProjects(ctx)
-	if err != nil {
+	if err != nil && len(projects) == 0 {
 		return Listing{}, o.engineLost(err)
 	}
 	o.fillFromCache(projects)
@@ -51,7 +53,7 @@ func (o *Orchestrator) List(ctx context.Context, opts ListOptions) (Listing, err
 		}
 		out.Projects = append(out.Projects, p)
 	}
-	return out, nil
+	return out, o.engineLost(err)
 }
 
 // fillFromCache adds the state cache's config to projects whose labels name none. The cache

@@ -28,7 +28,7 @@ func (o *Orchestrator) Open(ctx context.Context, project string) (*Sample, error
 	if len(list) == 0 {
 		return nil, errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("open %s: no composebox sample by that name%s (see `composebox ls`)", project, o.nearProjects(ctx, project)))
 	}
-	s := &Sample{o: o, project: project, id: list[0].Labels[labels.LabelSample], calls: newCalls()}
+	s := &Sample{o: o, project: project, id: list[0].Labels[labels.LabelSample], engine: list[0].Engine, calls: newCalls()}
 	// The default service by its label, whether its container runs or not: a dead default
 	// makes the sample unavailable, never another service its default.
 	defaultService := ""

@@ -24,6 +24,7 @@ import (
 	"github.com/composebox/composebox/internal/cpus"
 	"github.com/composebox/composebox/internal/subnets"
 	"github.com/composebox/composebox/lifecycle/dockerbackend"
+	"github.com/composebox/composebox/lifecycle/multiengine"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
 
@@ -66,6 +67,8 @@ type config struct {
 	// sweepStale removes stale projects of a task's name at TaskInit.
 	sweepStale bool
 	subnets    Subnets
+	// engines are the Docker engines samples spread over (WithEngines).
+	engines []EngineConfig
 }
 
 // Option configures an Orchestrator.
@@ -156,6 +159,39 @@ func WithBackend(b backend.Backend) Option {
 	}
 }
 
+// EngineConfig is one Docker Engine of several (WithEngines): its name, endpoint (unix://,
+// tcp:// with TLS certificates, ssh://, or context:NAME), capacity (MaxSamples), labels and
+// subnet pool. Its fields are documented on multiengine.EngineConfig, the one home of this type.
+type EngineConfig = multiengine.EngineConfig
+
+// WithEngines spreads samples over several Docker engines. A whole sample lives on one of
+// them: the least loaded (live samples over MaxSamples, or over its CPUs when unbounded) of
+// those that answer and have room, ties going to one that already has the task's images. The
+// task's builds run on each engine that gets its samples, and the images it only names are
+// streamed from an engine that has them (no registry is needed). Listings, cleanup, the reaper
+// and warm pools span every engine, and what they report names the engine. An engine that is
+// down or full is skipped; SampleInit fails, with a *PlacementError saying why for each
+// engine, only when none can take the sample. Each engine gets an equal share of the managed
+// subnet pool unless its SubnetPool says otherwise. Not with WithClient or WithBackend.
+func WithEngines(engines ...EngineConfig) Option {
+	return func(c *config) error {
+		if len(engines) == 0 {
+			return fmt.Errorf("with engines: none given")
+		}
+		for _, e := range engines {
+			if err := e.Validate(); err != nil {
+				return fmt.Errorf("with engines: %w", err)
+			}
+		}
+		c.engines = append(c.engines, engines...)
+		return nil
+	}
+}
+
+// PlacementError is a sample that no engine could take (WithEngines): it says why for each
+// engine, and matches ErrUnavailable.
+type PlacementError = backend.PlacementError
+
 // New returns an Orchestrator. It does not contact the engine: TaskInit checks the
 // prerequisites once, on first use.
 func New(opts ...Option) (*Orchestrator, error) {
@@ -175,7 +211,16 @@ func New(opts ...Option) (*Orchestrator, error) {
 	o := &Orchestrator{cfg: cfg, owner: labels.SelfOwner()}
 	o.initLimits(cfg.limits.orDefaults(cpus.Count()))
 	o.backend = cfg.backend
-	if o.backend == nil {
+	if len(cfg.engines) > 0 {
+		if cfg.backend != nil || cfg.client != nil {
+			return nil, fmt.Errorf("new orchestrator: WithEngines does not go with WithClient or WithBackend")
+		}
+		b, err := multiengine.New(cfg.engines, multiengine.Config{Logger: cfg.log, Retry: o.retryPolicy(), Subnets: cfg.subnets})
+		if err != nil {
+			return nil, fmt.Errorf("new orchestrator: %w", err)
+		}
+		o.backend, o.ownsBackend = b, true
+	} else if o.backend == nil {
 		opts := dockerbackend.Options{Logger: cfg.log, Retry: o.retryPolicy(),
 			Subnets: cfg.subnets}
 		var b *dockerbackend.Backend
@@ -197,6 +242,24 @@ func New(opts ...Option) (*Orchestrator, error) {
 
 // Backend is the backend the orchestrator runs samples on.
 func (o *Orchestrator) Backend() backend.Backend { return o.backend }
+
+// Engines describes the engines samples spread over (WithEngines), as last seen; nil for a
+// backend of one engine.
+func (o *Orchestrator) Engines() []backend.EngineStatus {
+	if l, ok := o.backend.(backend.EngineLister); ok {
+		return l.Engines()
+	}
+	return nil
+}
+
+// engineName names the engine of a backend of one (backend.DefaultEngine for Docker's), ""
+// when the backend does not say.
+func (o *Orchestrator) engineName() string {
+	if n, ok := o.backend.(interface{ Name() string }); ok {
+		return n.Name()
+	}
+	return ""
+}
 
 // Client is the Engine API client of a Docker backend, nil for any other backend.
 func (o *Orchestrator) Client() client.APIClient {

@@ -38,10 +38,12 @@ type SampleSpec struct {
 
 // Sample is one live copy of a task's project. It is safe for concurrent use.
 type Sample struct {
-	o         *Orchestrator
-	task      *Task // nil for a sample opened with Orchestrator.Open
-	id        string
-	project   string
+	o       *Orchestrator
+	task    *Task // nil for a sample opened with Orchestrator.Open
+	id      string
+	project string
+	// engine names the engine the sample lives on.
+	engine    string
 	sandboxes []*Sandbox
 	created   time.Time
 	// calls are the exec and file calls in flight on the sandboxes, stopped by Cleanup.
@@ -68,6 +70,11 @@ type stoppedService struct {
 // ID is the sample's id; Project its compose project name (cbx-<task>-<shortid>).
 func (s *Sample) ID() string      { return s.id }
 func (s *Sample) Project() string { return s.project }
+
+// Engine names the engine the sample lives on: the one placement chose among several
+// (WithEngines), "default" for the one engine of a Docker backend, "" when the backend does not
+// say.
+func (s *Sample) Engine() string { return s.engine }
 
 // Sandboxes are the sample's running services, the default one first, then by name.
 func (s *Sample) Sandboxes() []*Sandbox { return append([]*Sandbox(nil), s.sandboxes...) }
@@ -188,6 +195,9 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 			t.o.emit(Event{Kind: EventServiceProgress, Task: t.name, Sample: id, Project: s.project, Service: service, Message: status, Duration: time.Since(start)})
 		}
 	}
+	if err := t.place(ctx, s, p); err != nil {
+		return fail(err)
+	}
 	if err := t.o.backend.Up(ctx, p, backend.UpOptions{Wait: wait, OnProgress: onProgress, HostAccess: t.policy.AllowHostAccess}); err != nil {
 		return fail(err)
 	}
@@ -224,6 +234,23 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 	}
 	t.o.emit(Event{Kind: EventSampleHealthy, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start)})
 	return s, nil
+}
+
+// place chooses the sample's engine when the backend spans several (backend.Placer), and says
+// where it went and why.
+func (t *Task) place(ctx context.Context, s *Sample, p *types.Project) error {
+	pl, ok := t.o.backend.(backend.Placer)
+	if !ok {
+		s.engine = t.o.engineName()
+		return nil
+	}
+	where, err := pl.Place(ctx, backend.PlaceRequest{Project: p, Task: t.name})
+	if err != nil {
+		return err
+	}
+	s.engine = where.Engine
+	t.o.emit(Event{Kind: EventSamplePlaced, Task: t.name, Sample: s.id, Project: s.project, Engine: where.Engine, Message: where.Reason})
+	return nil
 }
 
 // sampleProject is the task's project normalised for this sample. When the files reference

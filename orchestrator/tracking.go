@@ -55,7 +55,16 @@ func (o *Orchestrator) startTracking(ctx context.Context, task string) error {
 		if o.cfg.client != nil || o.cfg.backend != nil {
 			host = o.backend.Endpoint()
 		}
-		if err := tracking.StartReaper(ctx, o.owner, host, o.cfg.stateDir); err != nil {
+		// Samples spread over several engines: the watchdog sweeps each of them.
+		var engines []string
+		for _, e := range o.cfg.engines {
+			ep, err := e.EndpointOf()
+			if err != nil {
+				return err
+			}
+			engines = append(engines, ep.String())
+		}
+		if err := tracking.StartReaper(ctx, o.owner, host, o.cfg.stateDir, engines...); err != nil {
 			return err
 		}
 	}

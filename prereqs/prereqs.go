@@ -42,6 +42,9 @@ type Options struct {
 	// HostAccess is the policy's host-access opt-in: samples may reach the host's addresses, so
 	// a host firewall that cannot be applied is only a warning.
 	HostAccess bool
+	// Client is the engine to check (default: the one the environment names); Doctor does not
+	// close it.
+	Client client.APIClient
 }
 
 // SubnetOptions mirrors orchestrator.Subnets (this package does not import the orchestrator).
@@ -61,7 +64,7 @@ var knownDrivers = map[string]Status{
 // the ping timeout, and checks that need the daemon are skipped when it does not answer.
 func Doctor(ctx context.Context, opts Options) Report {
 	var checks []Check
-	c, info, err := engine.Connect(ctx, opts.PingTimeout)
+	c, info, err := connect(ctx, opts)
 	// The engine health check (health.go), in its four states, second after the daemon line;
 	// over the connection just made when there is one.
 	hopts := HealthOptions{}
@@ -76,7 +79,9 @@ func Doctor(ctx context.Context, opts Options) Report {
 		checks = append(checks, busyboxCheck(opts.Busybox))
 		return finish(checks)
 	}
-	defer c.Close()
+	if opts.Client == nil {
+		defer c.Close()
+	}
 	sys, err := c.Info(ctx)
 	if err != nil {
 		checks = append(checks, Check{Name: "daemon", Status: Fail, Detail: "read engine info: " + err.Error(), Fix: engine.StartHint}, health)
@@ -119,6 +124,15 @@ func driverCheck(sys system.Info) Check {
 	return Check{Name: "storage_driver", Status: Pass, Detail: sys.Driver}
 }
 
+// connect is the client opts gives, pinged, else one connected from the environment.
+func connect(ctx context.Context, opts Options) (client.APIClient, engine.Info, error) {
+	if opts.Client == nil {
+		return engine.Connect(ctx, opts.PingTimeout)
+	}
+	info, err := engine.Ping(ctx, opts.Client, opts.PingTimeout)
+	return opts.Client, info, err
+}
+
 // Require checks what a task cannot start without: a daemon answering
 // within the ping timeout, API >= 1.41 and a storage driver. It returns an ErrPrerequisite.
 func Require(ctx context.Context, c client.APIClient, timeout time.Duration) (engine.Info, error) {
@@ -130,7 +144,7 @@ func Require(ctx context.Context, c client.APIClient, timeout time.Duration) (en
 	if err != nil {
 		return info, errdefs.Wrap(errdefs.ErrPrerequisite, err, "read engine info")
 	}
-	info.MemTotal = sys.MemTotal
+	info.MemTotal, info.NCPU = sys.MemTotal, sys.NCPU
 	if ch := driverCheck(sys); ch.Status == Fail {
 		return info, errdefs.New(errdefs.ErrPrerequisite, "check storage driver: "+strings.ToLower(ch.Detail))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/docker/docker/api/types/filters"
@@ -24,6 +25,9 @@ type ReapOptions struct {
 	// Client is the engine to clean up. Default: one connected from the environment once the
 	// owner has died, so that a reaper holds no connection while it waits.
 	Client client.APIClient
+	// Engines, when given, are the engines to clean up instead (samples spread over several),
+	// each connected once the owner has died and swept on its own.
+	Engines []engine.Endpoint
 	// Remove tunes the removals.
 	Remove cleanup.RemoveOptions
 	// StateDir is the state directory whose per-sample directories (SampleDir) go with their
@@ -50,10 +54,30 @@ func Reap(ctx context.Context, owner string, opts ReapOptions) ([]Result, error)
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	c := opts.Client
+	if len(opts.Engines) == 0 {
+		return reapOn(ctx, nil, opts.Client, owner, opts)
+	}
+	// Every engine at once: one that does not answer does not hold the others' sweeps back.
+	results := make([][]Result, len(opts.Engines))
+	errs := make([]error, len(opts.Engines))
+	var wg sync.WaitGroup
+	for i, ep := range opts.Engines {
+		wg.Go(func() { results[i], errs[i] = reapOn(ctx, &ep, nil, owner, opts) })
+	}
+	wg.Wait()
+	var all []Result
+	for _, r := range results {
+		all = append(all, r...)
+	}
+	return all, errors.Join(errs...)
+}
+
+// reapOn sweeps one engine for owner's projects: c, else a client of ep, else one connected
+// from the environment.
+func reapOn(ctx context.Context, ep *engine.Endpoint, c client.APIClient, owner string, opts ReapOptions) ([]Result, error) {
 	if c == nil {
 		var err error
-		c, err = connect(ctx)
+		c, err = connect(ctx, ep)
 		if err != nil {
 			return nil, fmt.Errorf("reap %s: %w", owner, err)
 		}
@@ -148,11 +172,11 @@ func SweepOwner(ctx context.Context, c client.APIClient, owner string, opts clea
 	return RemovePlanned(ctx, c, doomed, opts)
 }
 
-// connect reaches the engine, retrying while the daemon does not answer (it may be
-// restarting) until ctx is done.
-func connect(ctx context.Context) (client.APIClient, error) {
+// connect reaches the engine (ep's, else the environment's), retrying while the daemon does
+// not answer (it may be restarting) until ctx is done.
+func connect(ctx context.Context, ep *engine.Endpoint) (client.APIClient, error) {
 	for {
-		c, _, err := engine.Connect(ctx, 0)
+		c, err := dial(ctx, ep)
 		if err == nil {
 			return c, nil
 		}
@@ -165,4 +189,21 @@ func connect(ctx context.Context) (client.APIClient, error) {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// dial is engine.Connect, to ep when given.
+func dial(ctx context.Context, ep *engine.Endpoint) (client.APIClient, error) {
+	if ep == nil {
+		c, _, err := engine.Connect(ctx, 0)
+		return c, err
+	}
+	c, err := ep.Client()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := engine.Ping(ctx, c, 0); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
 }

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/internal/engine"
 	"github.com/composebox/composebox/internal/errdefs"
 )
 
@@ -22,6 +23,8 @@ import (
 const (
 	reaperOwnerEnv = "COMPOSEBOX_REAPER_OWNER"
 	reaperStageEnv = "COMPOSEBOX_REAPER_STAGE"
+	// reaperEnginesEnv lists the engines to sweep, one endpoint a line (engine.ParseEndpoint).
+	reaperEnginesEnv = "COMPOSEBOX_REAPER_ENGINES"
 )
 
 var (
@@ -74,9 +77,11 @@ func ReaperMain() bool {
 // StartReaper starts the watchdog for owner, once per process: a copy of this executable that
 // removes owner's projects (Reap) once owner has died. A non-empty dockerHost overrides
 // DOCKER_HOST in its environment, and a non-empty stateDir the state directory whose sample
-// directories it removes with their projects. The program's main must call ReaperMain; when it
-// does not, StartReaper fails with ErrPrerequisite rather than run a second copy of the program.
-func StartReaper(ctx context.Context, owner, dockerHost, stateDir string) error {
+// directories it removes with their projects. engines, when given, are the endpoints of every
+// engine owner's samples may be on (as engine.Endpoint's String has them): the watchdog sweeps
+// each. The program's main must call ReaperMain; when it does not, StartReaper fails with
+// ErrPrerequisite rather than run a second copy of the program.
+func StartReaper(ctx context.Context, owner, dockerHost, stateDir string, engines ...string) error {
 	reaperMu.Lock()
 	defer reaperMu.Unlock()
 	if reaperStarted {
@@ -91,6 +96,9 @@ func StartReaper(ctx context.Context, owner, dockerHost, stateDir string) error 
 	}
 	if stateDir != "" {
 		env = append(env, StateDirEnv+"="+stateDir)
+	}
+	if len(engines) > 0 {
+		env = append(env, reaperEnginesEnv+"="+strings.Join(engines, "\n"))
 	}
 	if err := spawnStage(ctx, owner, "spawn", env); err != nil {
 		return fmt.Errorf("start reaper: %w", err)
@@ -123,7 +131,7 @@ func spawnStage(ctx context.Context, owner, stage string, env []string) error {
 func withoutReaperEnv(env []string) []string {
 	out := env[:0:0]
 	for _, kv := range env {
-		if !strings.HasPrefix(kv, reaperOwnerEnv+"=") && !strings.HasPrefix(kv, reaperStageEnv+"=") {
+		if !strings.HasPrefix(kv, reaperOwnerEnv+"=") && !strings.HasPrefix(kv, reaperStageEnv+"=") && !strings.HasPrefix(kv, reaperEnginesEnv+"=") {
 			out = append(out, kv)
 		}
 	}
@@ -134,7 +142,17 @@ func withoutReaperEnv(env []string) []string {
 // it has cleaned up after the owner's death.
 func runReaper(owner string) int {
 	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
-	if _, err := Reap(context.Background(), owner, ReapOptions{}); err != nil {
+	var opts ReapOptions
+	if list := os.Getenv(reaperEnginesEnv); list != "" {
+		for _, s := range strings.Split(list, "\n") {
+			ep, err := engine.ParseEndpoint(s)
+			if err != nil {
+				return 1
+			}
+			opts.Engines = append(opts.Engines, ep)
+		}
+	}
+	if _, err := Reap(context.Background(), owner, opts); err != nil {
 		return 1
 	}
 	return 0

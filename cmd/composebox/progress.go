@@ -141,7 +141,7 @@ func (p *progress) setAll(status, detail string, unless ...string) {
 	p.mu.Lock()
 	var subjects []string
 	for _, r := range p.rows {
-		skip := r.subject == taskRow
+		skip := r.subject == taskRow || r.subject == engineRow
 		for _, u := range unless {
 			skip = skip || r.status == u
 		}
@@ -190,6 +190,8 @@ func (p *progress) observer() orchestrator.Observer {
 			// A container's own step (creating, created, starting, started, ...), as compose
 			// takes it; a late one never takes a row back from its outcome.
 			p.setUnless(e.Service, e.Message, stHealthy, stFailed, stRemoving, stRemoved)
+		case orchestrator.EventSamplePlaced:
+			p.set(engineRow, e.Engine, e.Message)
 		case orchestrator.EventSampleStarted:
 			p.setAll(stStarted, "", stHealthy, stFailed)
 		case orchestrator.EventServiceReady:
@@ -234,6 +236,9 @@ func (p *progress) blame(err error) {
 
 // taskRow is the row of the task's preparation (its images built, or found cached).
 const taskRow = "task"
+
+// engineRow says which of several engines the sample went to, and why.
+const engineRow = "engine"
 
 // building shows the task being prepared, before TaskInit.
 func (p *progress) building() { p.set(taskRow, stBuilding, "") }

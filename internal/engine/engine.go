@@ -55,6 +55,8 @@ type Info struct {
 	OSType     string
 	// MemTotal is the engine host's memory in bytes, when known (prereqs.Require reads it).
 	MemTotal int64
+	// NCPU is the engine host's CPU count, when known (prereqs.Require reads it).
+	NCPU int
 }
 
 // Ping contacts the daemon within timeout (DefaultPingTimeout if zero), negotiates the API

@@ -111,6 +111,29 @@ func (p Pool) Nth(i int) netip.Prefix {
 	return netip.PrefixFrom(netip.AddrFrom4(a), p.Bits)
 }
 
+// Split carves the pool into n pools of equal size (the smallest power of two at least n
+// parts, the first n of them), with subnets of the same size: engines that share one host's
+// routes, each numbering its own networks, then never pick the same subnet.
+func (p Pool) Split(n int) ([]Pool, error) {
+	if n <= 1 {
+		return []Pool{p}, nil
+	}
+	bits := 0
+	for 1<<bits < n {
+		bits++
+	}
+	part := p.Base.Bits() + bits
+	if part > p.Bits {
+		return nil, fmt.Errorf("subnet pool %s: too small for %d engines' pools of /%d subnets (give each engine a subnet pool of its own)", p.Base, n, p.Bits)
+	}
+	whole := Pool{Base: p.Base, Bits: part}
+	out := make([]Pool, n)
+	for i := range out {
+		out[i] = Pool{Base: whole.Nth(i), Bits: p.Bits}
+	}
+	return out, nil
+}
+
 // Free counts the pool's subnets that overlap none of used.
 func (p Pool) Free(used []netip.Prefix) int {
 	var inside []netip.Prefix

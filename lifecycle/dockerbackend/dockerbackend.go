@@ -7,6 +7,7 @@
 package dockerbackend
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -33,8 +34,12 @@ type Backend struct {
 	// engine drives compose projects over the retrying client.
 	engine *lifecycle.Engine
 	// owned says Close closes raw (a client New made itself).
-	owned   bool
-	onRetry atomic.Pointer[func(op string, err error)]
+	owned bool
+	// fromEnv says raw is the engine the environment names.
+	fromEnv bool
+	// name names the engine in listings; shell is the docker CLI's prefix that reaches it.
+	name, shell string
+	onRetry     atomic.Pointer[func(op string, err error)]
 }
 
 var (
@@ -50,11 +55,17 @@ type Options struct {
 	Retry lifecycle.RetryPolicy
 	// Subnets configures managed subnets for the networks of samples.
 	Subnets lifecycle.Subnets
+	// Name names the engine in listings (Project.Engine, Container.Engine); default
+	// backend.DefaultEngine.
+	Name string
+	// Shell is how the docker CLI reaches the engine, put before `exec` in ShellCommand:
+	// "-H tcp://host:2376", "--context NAME" ("": the CLI's own default).
+	Shell string
 }
 
 // New returns a Backend over c, which it does not close.
 func New(c client.APIClient, opts Options) (*Backend, error) {
-	b := &Backend{raw: c}
+	b := &Backend{raw: c, name: cmp.Or(opts.Name, backend.DefaultEngine), shell: opts.Shell}
 	retry := opts.Retry
 	next := retry.OnRetry
 	retry.OnRetry = func(op string, err error) {
@@ -89,9 +100,42 @@ func FromEnv(opts Options) (*Backend, error) {
 		_ = c.Close()
 		return nil, err
 	}
+	b.owned, b.fromEnv = true, true
+	return b, nil
+}
+
+// FromEndpoint returns a Backend over a client of ep, which Close closes. Its name is
+// opts.Name, and the docker CLI reaches it with the endpoint's own flags.
+func FromEndpoint(ep engine.Endpoint, opts Options) (*Backend, error) {
+	c, err := ep.Client()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Shell == "" {
+		opts.Shell = shellFlags(ep)
+	}
+	b, err := New(c, opts)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
 	b.owned = true
 	return b, nil
 }
+
+// shellFlags are the docker CLI's flags that reach ep.
+func shellFlags(ep engine.Endpoint) string {
+	switch {
+	case ep.Context != "":
+		return "--context " + ep.Context
+	case ep.TLSDir != "":
+		return fmt.Sprintf("-H %s --tlsverify --tlscacert %[2]s/ca.pem --tlscert %[2]s/cert.pem --tlskey %[2]s/key.pem", ep.Host, ep.TLSDir)
+	}
+	return "-H " + ep.Host
+}
+
+// Name names the engine in listings.
+func (b *Backend) Name() string { return b.name }
 
 // Client is the Engine API client the backend was made with.
 func (b *Backend) Client() client.APIClient { return b.raw }
@@ -122,12 +166,16 @@ func (b *Backend) Close() error {
 // Ping checks the daemon answers within timeout, its API version and its storage driver.
 func (b *Backend) Ping(ctx context.Context, timeout time.Duration) (backend.Info, error) {
 	info, err := prereqs.Require(ctx, b.raw, timeout)
-	return backend.Info{Endpoint: info.Host, APIVersion: info.APIVersion, OSType: info.OSType, MemTotal: info.MemTotal}, err
+	return backend.Info{Endpoint: info.Host, APIVersion: info.APIVersion, OSType: info.OSType, MemTotal: info.MemTotal, NCPU: info.NCPU}, err
 }
 
-// Doctor runs prereqs.Doctor against the engine the environment names.
+// Doctor runs prereqs.Doctor against the backend's engine.
 func (b *Backend) Doctor(ctx context.Context, opts backend.DoctorOptions) backend.Report {
-	return prereqs.Doctor(ctx, prereqs.Options{
+	var c client.APIClient
+	if !b.fromEnv {
+		c = b.raw
+	}
+	return prereqs.Doctor(ctx, prereqs.Options{Client: c,
 		PingTimeout: opts.PingTimeout, Busybox: opts.Busybox, Extra: opts.Extra, HostAccess: opts.HostAccess,
 		Subnets: prereqs.SubnetOptions{Disabled: b.engine.Subnets().Disabled, Pool: b.engine.Subnets().Pool, Bits: b.engine.Subnets().Bits},
 	})

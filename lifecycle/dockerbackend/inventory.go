@@ -31,7 +31,7 @@ func (b *Backend) ListProjects(ctx context.Context) ([]backend.Project, error) {
 	list, err := tracking.List(ctx, b.raw)
 	out := make([]backend.Project, len(list))
 	for i, p := range list {
-		out[i] = project(p)
+		out[i] = b.project(p)
 	}
 	return out, err
 }
@@ -43,14 +43,14 @@ func (b *Backend) Sweep(ctx context.Context, sel backend.Selector, opts backend.
 		planned, err := tracking.Plan(ctx, b.raw, tsel)
 		out := make([]backend.SweepResult, len(planned))
 		for i, p := range planned {
-			out[i] = backend.SweepResult{Project: project(p)}
+			out[i] = backend.SweepResult{Project: b.project(p)}
 		}
 		return out, err
 	}
 	res, err := tracking.Sweep(ctx, b.engine.Client(), tsel, cleanup.RemoveOptions{Grace: opts.Grace})
 	out := make([]backend.SweepResult, len(res))
 	for i, r := range res {
-		out[i] = backend.SweepResult{Project: project(r.Project), Removed: removed(r.Removed), Err: r.Err}
+		out[i] = backend.SweepResult{Project: b.project(r.Project), Removed: removed(r.Removed), Err: r.Err}
 	}
 	return out, err
 }
@@ -73,4 +73,9 @@ func (b *Backend) PruneImages(ctx context.Context, opts backend.PruneImagesOptio
 	return cleanup.PruneImages(ctx, b.engine.Client(), cleanup.ImageOptions{Task: opts.Task, Keep: opts.Keep, DryRun: opts.DryRun})
 }
 
-func project(p tracking.Project) backend.Project { return p.Backend() }
+// project is p as the boundary has it, named after this engine.
+func (b *Backend) project(p tracking.Project) backend.Project {
+	bp := p.Backend()
+	bp.Engine = b.name
+	return bp
+}

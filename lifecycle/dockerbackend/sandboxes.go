@@ -97,12 +97,17 @@ func (b *Backend) Inspect(ctx context.Context, id string) (backend.ContainerInfo
 	return ci, nil
 }
 
-// ShellCommand is `docker exec -it [--user USER] NAME SHELL`.
+// ShellCommand is `docker [FLAGS] exec -it [--user USER] NAME SHELL`, FLAGS reaching an engine
+// named explicitly.
 func (b *Backend) ShellCommand(name, user, shell string) string {
 	if user != "" {
 		user = " --user " + user
 	}
-	return fmt.Sprintf("docker exec -it%s %s %s", user, name, shell)
+	docker := "docker"
+	if b.shell != "" {
+		docker += " " + b.shell
+	}
+	return fmt.Sprintf("%s exec -it%s %s %s", docker, user, name, shell)
 }
 
 // Containers lists the containers carrying every label of sel.
@@ -117,7 +122,7 @@ func (b *Backend) Containers(ctx context.Context, sel []string, all bool) ([]bac
 		if len(c.Names) > 0 {
 			name = strings.TrimPrefix(c.Names[0], "/")
 		}
-		out[i] = backend.Container{ID: c.ID, Name: name, Labels: c.Labels, State: string(c.State), Status: c.Status}
+		out[i] = backend.Container{ID: c.ID, Name: name, Engine: b.name, Labels: c.Labels, State: string(c.State), Status: c.Status}
 	}
 	return out, nil
 }

@@ -1,0 +1,75 @@
+package multiengine
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"github.com/composebox/composebox/orchestrator/backend"
+)
+
+// Markers live with their project: each goes to the engine that holds the project, so that a
+// claim is atomic where the sample is.
+
+func (b *Backend) MarkDetached(ctx context.Context, mk backend.Marker) error {
+	m, err := b.projectMember(ctx, mk.Project)
+	if err != nil {
+		return err
+	}
+	return m.wrap(m.b.MarkDetached(ctx, mk))
+}
+
+func (b *Backend) MarkWarm(ctx context.Context, mk backend.WarmMarker) error {
+	m, err := b.projectMember(ctx, mk.Project)
+	if err != nil {
+		return err
+	}
+	return m.wrap(m.b.MarkWarm(ctx, mk))
+}
+
+func (b *Backend) Claim(ctx context.Context, mk backend.Marker) (bool, error) {
+	m, err := b.projectMember(ctx, mk.Project)
+	if err != nil {
+		return false, err
+	}
+	won, err := m.b.Claim(ctx, mk)
+	return won, m.wrap(err)
+}
+
+func (b *Backend) Take(ctx context.Context, project string) (bool, error) {
+	m, err := b.projectMember(ctx, project)
+	if err != nil {
+		return false, err
+	}
+	won, err := m.b.Take(ctx, project)
+	return won, m.wrap(err)
+}
+
+func (b *Backend) RecordClaim(ctx context.Context, mk backend.Marker) error {
+	m, err := b.projectMember(ctx, mk.Project)
+	if err != nil {
+		return err
+	}
+	return m.wrap(m.b.RecordClaim(ctx, mk))
+}
+
+// WarmProjects lists the free pooled samples of task on every engine, oldest first.
+func (b *Backend) WarmProjects(ctx context.Context, task string) ([]backend.WarmProject, error) {
+	lists := make([][]backend.WarmProject, len(b.members))
+	err := b.each(ctx, func(ctx context.Context, i int, m *member) error {
+		var err error
+		lists[i], err = m.b.WarmProjects(ctx, task)
+		for _, w := range lists[i] {
+			b.learn(w.Project, m)
+		}
+		return err
+	})
+	var out []backend.WarmProject
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	slices.SortStableFunc(out, func(a, c backend.WarmProject) int {
+		return cmp.Or(a.Created.Compare(c.Created), cmp.Compare(a.Project, c.Project))
+	})
+	return out, err
+}

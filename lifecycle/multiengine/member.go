@@ -1,0 +1,208 @@
+package multiengine
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/orchestrator/backend"
+)
+
+// How often what placement relies on is checked again.
+const (
+	// contactEvery: an engine last heard from longer ago is pinged before a sample goes there.
+	contactEvery = 2 * time.Second
+	// recheckDown: an engine marked down is asked again after this long.
+	recheckDown = 5 * time.Second
+	// countEvery: the samples on an engine are counted again after this long, to see those
+	// other processes started and removed.
+	countEvery = 10 * time.Second
+)
+
+// member is one engine and what this process knows of it.
+type member struct {
+	name   string
+	b      backend.Backend
+	max    int
+	labels map[string]string
+
+	mu sync.Mutex
+	// down: the engine did not answer at checked; downErr says how.
+	down    bool
+	downErr error
+	checked time.Time
+	// contact is when the engine last answered.
+	contact time.Time
+	cpus    int
+	// live are the projects on the engine, with when this process placed them (zero for
+	// those found by a count); counted is when they were last counted.
+	live    map[string]time.Time
+	counted time.Time
+	// images are the references known present (true) or absent (false) on the engine.
+	images map[string]bool
+}
+
+func newMember(m Member) *member {
+	return &member{name: m.Name, b: m.Backend, max: m.MaxSamples, labels: maps.Clone(m.Labels),
+		live: map[string]time.Time{}, images: map[string]bool{}}
+}
+
+var namePattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+
+// validName checks an engine's name: it appears in listings, events and command lines.
+func validName(name string) error {
+	if !namePattern.MatchString(name) {
+		return errdefs.New(errdefs.ErrInvalidConfig, fmt.Sprintf("engine name %q: want letters, digits, '.', '_' or '-' (at most 63, starting with a letter or digit)", name))
+	}
+	return nil
+}
+
+// ping asks the engine whether it answers, and records the outcome.
+func (m *member) ping(ctx context.Context, timeout time.Duration) (backend.Info, error) {
+	info, err := m.b.Ping(ctx, timeout)
+	if ctx.Err() != nil {
+		return info, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	m.checked = now
+	if err != nil {
+		m.down, m.downErr = true, err
+		return info, err
+	}
+	m.down, m.downErr, m.contact = false, nil, now
+	if info.NCPU > 0 {
+		m.cpus = info.NCPU
+	}
+	return info, nil
+}
+
+// failed records an error of a call to the engine: one that says the engine is unreachable
+// marks it down.
+func (m *member) failed(err error) {
+	if err == nil || !m.b.Unreachable(err) {
+		return
+	}
+	m.mu.Lock()
+	m.down, m.downErr, m.checked = true, err, time.Now()
+	m.mu.Unlock()
+}
+
+// skip is the error of an engine marked down a moment ago, so that a call spanning every
+// engine does not wait on one that just failed to answer; nil when the engine is to be asked.
+func (m *member) skip() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.down && time.Since(m.checked) < recheckDown {
+		return &downError{err: m.downErr}
+	}
+	return nil
+}
+
+// downError is the error of a call not made because the engine was found down: it keeps the
+// engine's own error, so that Unreachable still recognises it, and is ErrUnavailable.
+type downError struct{ err error }
+
+func (e *downError) Error() string   { return "down: " + e.err.Error() }
+func (e *downError) Unwrap() []error { return []error{e.err, errdefs.ErrUnavailable} }
+
+// refresh makes sure what placement knows of the engine is recent: whether it answers, and
+// how many samples it holds.
+func (m *member) refresh(ctx context.Context) {
+	m.mu.Lock()
+	now := time.Now()
+	needPing := (m.down && now.Sub(m.checked) >= recheckDown) || (!m.down && now.Sub(m.contact) >= contactEvery)
+	needCount := now.Sub(m.counted) >= countEvery
+	m.mu.Unlock()
+	if needPing {
+		if _, err := m.ping(ctx, 0); err != nil {
+			return
+		}
+	}
+	if m.isDown() || !needCount {
+		return
+	}
+	m.count(ctx)
+}
+
+func (m *member) isDown() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.down
+}
+
+// count counts the projects of the engine's running containers, keeping the placements made
+// since the count began (their containers may not exist yet).
+func (m *member) count(ctx context.Context) {
+	start := time.Now()
+	list, err := m.b.Containers(ctx, []string{labels.ManagedFilter}, false)
+	if err != nil {
+		m.failed(err)
+		return
+	}
+	found := map[string]bool{}
+	for _, c := range list {
+		if p := c.Labels[labels.ComposeProjectLabel]; p != "" {
+			found[p] = true
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for p, at := range m.live {
+		if !found[p] && at.Before(start) {
+			delete(m.live, p)
+		}
+	}
+	for p := range found {
+		if _, ok := m.live[p]; !ok {
+			m.live[p] = time.Time{}
+		}
+	}
+	m.counted, m.contact = start, start
+}
+
+// place records a project placed on the engine.
+func (m *member) place(project string) {
+	m.mu.Lock()
+	m.live[project] = time.Now()
+	m.mu.Unlock()
+}
+
+// gone forgets a removed project.
+func (m *member) gone(project string) {
+	m.mu.Lock()
+	delete(m.live, project)
+	m.mu.Unlock()
+}
+
+// hasImage records what is known of ref on the engine.
+func (m *member) hasImage(ref string, present bool) {
+	m.mu.Lock()
+	m.images[ref] = present
+	m.mu.Unlock()
+}
+
+// knowsImage says whether ref is known present, and whether anything is known of it.
+func (m *member) knowsImage(ref string) (present, known bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	present, known = m.images[ref]
+	return present, known
+}
+
+func (m *member) status() backend.EngineStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := backend.EngineStatus{Name: m.name, Endpoint: m.b.Endpoint(), Labels: maps.Clone(m.labels), MaxSamples: m.max,
+		Live: len(m.live), Down: m.down}
+	if m.downErr != nil {
+		s.Err = m.downErr.Error()
+	}
+	return s
+}

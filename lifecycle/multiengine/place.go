@@ -1,0 +1,107 @@
+package multiengine
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/internal/placement"
+	"github.com/composebox/composebox/orchestrator/backend"
+)
+
+// Place chooses the engine of a sample (internal/placement): among the engines that answer
+// and have room, the least loaded, ties going to one that has the sample's images. Every later
+// call about the project goes there. It asks an engine again first when it was last heard from
+// a moment too long ago (a stopped engine is then skipped), and counts its samples again now
+// and then (those of other processes count too).
+func (b *Backend) Place(ctx context.Context, req backend.PlaceRequest) (backend.Placement, error) {
+	if req.Project == nil {
+		return backend.Placement{}, errdefs.New(errdefs.ErrInvalidConfig, "place sample: no project")
+	}
+	project := req.Project.Name
+	refs := projectImages(req.Project)
+	var wg sync.WaitGroup
+	for _, m := range b.members {
+		wg.Go(func() {
+			m.refresh(ctx)
+			if !m.isDown() {
+				b.probeImages(ctx, m, refs)
+			}
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return backend.Placement{}, err
+	}
+
+	// The choice and its record are one step, so that samples placed at once see each other.
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	snap := make([]placement.Engine, len(b.members))
+	for i, m := range b.members {
+		snap[i] = m.snapshot(refs)
+	}
+	d, refusals, ok := placement.Choose(snap)
+	if !ok {
+		b.projects[project] = nil
+		pe := &backend.PlacementError{Project: project}
+		for _, r := range refusals {
+			pe.Refusals = append(pe.Refusals, backend.Refusal{Engine: r.Engine, Reason: r.Reason})
+		}
+		return backend.Placement{}, pe
+	}
+	m := b.members[d.Index]
+	m.place(project)
+	b.projects[project] = m
+	return backend.Placement{Engine: m.name, Endpoint: m.b.Endpoint(), Reason: d.Reason}, nil
+}
+
+// snapshot is the engine as placement sees it, for a sample running refs.
+func (m *member) snapshot(refs []string) placement.Engine {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := placement.Engine{Name: m.name, Live: len(m.live), Max: m.max, CPUs: m.cpus, Down: m.down}
+	if m.downErr != nil {
+		e.Why = m.downErr.Error()
+	}
+	for _, r := range refs {
+		if !m.images[r] {
+			e.Missing++
+		}
+	}
+	return e
+}
+
+// probeImages learns which of refs the engine has, for those it knows nothing of yet.
+func (b *Backend) probeImages(ctx context.Context, m *member, refs []string) {
+	for _, r := range refs {
+		if _, known := m.knowsImage(r); known {
+			continue
+		}
+		_, err := m.b.Image(ctx, r)
+		switch {
+		case err == nil:
+			m.hasImage(r, true)
+		case errdefs.Kind(err) == "not_found":
+			m.hasImage(r, false)
+		default:
+			m.failed(err)
+			return
+		}
+	}
+}
+
+// projectImages are the images a project's services run, sorted, without duplicates.
+func projectImages(p *types.Project) []string {
+	var refs []string
+	for _, s := range p.Services {
+		if s.Image != "" && !slices.Contains(refs, s.Image) {
+			refs = append(refs, s.Image)
+		}
+	}
+	slices.Sort(refs)
+	return refs
+}
