@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/composebox/composebox/kubernetes"
+	"github.com/composebox/composebox/lifecycle/multiengine"
 	"github.com/composebox/composebox/orchestrator"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
@@ -21,15 +22,23 @@ type backendFlags struct {
 	Kind       string
 	Kubeconfig string
 	Registry   string
+	// Engines are --engine NAME=ENDPOINT flags, and EnginesFile an --engines file: several
+	// Docker engines that samples spread over.
+	Engines     []string
+	EnginesFile string
 
 	// chosen is the backend setup made for a non-default kind; nil for Docker.
 	chosen backend.Backend
+	// engines are the Docker engines Engines and EnginesFile name (none: the environment's).
+	engines []multiengine.EngineConfig
 }
 
 func addBackendFlags(root *cobra.Command, f *backendFlags) {
 	pf := root.PersistentFlags()
 	pf.StringVar(&f.Kind, "backend", "", "what runs samples: docker or kubernetes (default $"+backendEnv+", else docker)")
 	pf.StringVar(&f.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster, with --backend kubernetes (default $KUBECONFIG, else ~/.kube/config)")
+	pf.StringArrayVar(&f.Engines, "engine", nil, "a Docker engine samples spread over, as NAME=ENDPOINT (unix:///PATH, tcp://HOST:PORT?tls=CERTDIR, ssh://USER@HOST or context:NAME); repeat for several (default: the one engine DOCKER_HOST or the docker context names)")
+	pf.StringVar(&f.EnginesFile, "engines", "", "YAML file of Docker engines samples spread over: a list `engines` of {name, endpoint, tls, max_samples, labels, subnet_pool}")
 	pf.StringVar(&f.Registry, "registry", "", "host:port of the registry the cluster pulls from and the local engine pushes to, with --backend kubernetes (default $"+kubernetes.EnvRegistry+")")
 }
 
@@ -38,6 +47,12 @@ func (f *backendFlags) setup(g *globals) error {
 	kind := f.Kind
 	if kind == "" {
 		kind = os.Getenv(backendEnv)
+	}
+	if err := f.setupEngines(); err != nil {
+		return err
+	}
+	if len(f.engines) > 0 && kind != "" && kind != "docker" {
+		return usageError{fmt.Errorf("--engine and --engines name Docker engines: not with --backend %s", kind)}
 	}
 	switch kind {
 	case "", "docker":
@@ -56,8 +71,38 @@ func (f *backendFlags) setup(g *globals) error {
 	return usageError{fmt.Errorf("--backend %q: want docker or kubernetes", kind)}
 }
 
+// setupEngines reads --engine and --engines into one list of engines.
+func (f *backendFlags) setupEngines() error {
+	f.engines = nil
+	if f.EnginesFile != "" {
+		cfgs, err := multiengine.LoadFile(f.EnginesFile)
+		if err != nil {
+			return usageError{fmt.Errorf("--engines: %w", err)}
+		}
+		f.engines = cfgs
+	}
+	for _, s := range f.Engines {
+		c, err := multiengine.ParseFlag(s)
+		if err != nil {
+			return usageError{fmt.Errorf("--engine: %w", err)}
+		}
+		f.engines = append(f.engines, c)
+	}
+	seen := map[string]bool{}
+	for _, c := range f.engines {
+		if seen[c.Name] {
+			return usageError{fmt.Errorf("--engine/--engines: engine %s is named twice", c.Name)}
+		}
+		seen[c.Name] = true
+	}
+	return nil
+}
+
 // options are the orchestrator options of the chosen backend, before extra.
 func (f *backendFlags) options(extra ...orchestrator.Option) []orchestrator.Option {
+	if len(f.engines) > 0 {
+		return append([]orchestrator.Option{orchestrator.WithEngines(f.engines...)}, extra...)
+	}
 	if f.chosen == nil {
 		return extra
 	}

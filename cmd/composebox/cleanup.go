@@ -150,6 +150,9 @@ func printCleanup(w io.Writer, res cleanupResult) error {
 	}
 	for _, p := range res.Projects {
 		what := fmt.Sprintf("%s (task %s, %s)", p.Name, dash(p.Task), p.Status)
+		if p.Engine != "" && p.Engine != backend.DefaultEngine {
+			what = fmt.Sprintf("%s (task %s, %s, engine %s)", p.Name, dash(p.Task), p.Status, p.Engine)
+		}
 		switch {
 		case p.Error != "":
 			fmt.Fprintf(w, "failed %s: %s\n", what, strings.TrimSpace(p.Error))

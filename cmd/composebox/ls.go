@@ -70,8 +70,10 @@ sample started cold.`,
 type lsEntry = orchestrator.Project
 
 func runLs(ctx context.Context, g *globals, o *orchestrator.Orchestrator, opts lsOptions) error {
+	// Over several engines, one that does not answer leaves its projects out: the others' are
+	// printed, and the command fails naming it.
 	listing, err := o.List(ctx, orchestrator.ListOptions{Task: opts.Task, All: opts.All})
-	if err != nil {
+	if err != nil && listing.Projects == nil {
 		return err
 	}
 	shown, hidden := listing.Projects, listing.Hidden
@@ -85,6 +87,13 @@ func runLs(ctx context.Context, g *globals, o *orchestrator.Orchestrator, opts l
 			return nil
 		}
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		// Over several engines, each project's engine is a column of its own.
+		several := len(o.Engines()) > 1
+		engine := func(p lsEntry) string { return "" }
+		if several {
+			fmt.Fprint(tw, "ENGINE\t")
+			engine = func(p lsEntry) string { return dash(p.Engine) + "\t" }
+		}
 		fmt.Fprintln(tw, "PROJECT\tTASK\tSAMPLE\tSTATUS\tHEALTH\tCREATED\tCONTAINERS\tNETWORKS\tVOLUMES\tOWNER\tPORTS")
 		now := time.Now()
 		for _, p := range shown {
@@ -92,7 +101,7 @@ func runLs(ctx context.Context, g *globals, o *orchestrator.Orchestrator, opts l
 			for i, port := range p.Ports {
 				ports[i] = port.String()
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", p.Name, dash(p.Task), dash(p.Sample), lsStatus(p),
+			fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", engine(p), p.Name, dash(p.Task), dash(p.Sample), lsStatus(p),
 				dash(p.Health), age(now, p.Created), p.Containers, p.Networks, p.Volumes, dash(p.Owner), dash(strings.Join(ports, ",")))
 		}
 		return tw.Flush()
@@ -100,7 +109,7 @@ func runLs(ctx context.Context, g *globals, o *orchestrator.Orchestrator, opts l
 	if hidden > 0 && !g.JSON && !opts.Quiet {
 		fmt.Fprintf(g.stderr, "%d projects whose owner is on another host (or unknown) not shown: --all lists them\n", hidden)
 	}
-	return nil
+	return err
 }
 
 // lsResult is the JSON shape of `ls`.

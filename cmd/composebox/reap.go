@@ -47,7 +47,15 @@ func runReap(ctx context.Context, g *globals, opts reapOptions) error {
 	if _, err := labels.ParseOwner(opts.Owner); err != nil {
 		return usageError{err}
 	}
-	results, err := tracking.Reap(ctx, opts.Owner, tracking.ReapOptions{Interval: opts.Interval, StateDir: g.stateDir()})
+	ropts := tracking.ReapOptions{Interval: opts.Interval, StateDir: g.stateDir()}
+	for _, e := range g.backend.engines {
+		ep, err := e.EndpointOf()
+		if err != nil {
+			return usageError{err}
+		}
+		ropts.Engines = append(ropts.Engines, ep)
+	}
+	results, err := tracking.Reap(ctx, opts.Owner, ropts)
 	out := make([]cleanupProjectResult, 0, len(results))
 	for _, r := range results {
 		rm := backend.Removed{Containers: r.Removed.Containers, Networks: r.Removed.Networks, Volumes: r.Removed.Volumes, Images: r.Removed.Images}

@@ -70,7 +70,9 @@ variables (--metadata, SAMPLE_METADATA_*) cannot be pooled: up says why and keep
 
 // upResult is the JSON shape of `up` with --json: a fixed surface that scripts parse.
 type upResult struct {
-	Project  string          `json:"project"`
+	Project string `json:"project"`
+	// Engine names the engine the sample lives on ("default" for the one engine).
+	Engine   string          `json:"engine,omitempty"`
 	Services []upServiceJSON `json:"services"`
 }
 
@@ -123,7 +125,7 @@ func runUp(cmd *cobra.Command, g *globals, path string, opts upOptions) error {
 		_ = sample.Cleanup(context.WithoutCancel(ctx))
 		return cmp.Or(err, ctx.Err())
 	}
-	res := upResult{Project: sample.Project()}
+	res := upResult{Project: sample.Project(), Engine: sample.Engine()}
 	for _, sb := range sample.Sandboxes() {
 		svc := upServiceJSON{Name: sb.Service(), Container: sb.ContainerName(), Default: sb.IsDefault(), WorkingDir: sb.WorkingDir()}
 		if conn, err := sb.Connection(ctx); err == nil {

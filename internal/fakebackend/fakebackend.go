@@ -56,7 +56,6 @@ type Backend struct {
 	networks   map[string]map[string]string
 	markers    map[string]map[string]string
 	watchers   map[*watcher]bool
-	nextID     int
 	down       atomic.Bool
 	failNext   map[string]error
 	calls      map[string]int
@@ -81,6 +80,10 @@ type watcher struct {
 }
 
 var _ backend.Backend = (*Backend)(nil)
+
+// nextID numbers containers across every fake engine, as real engines' ids are unique: a
+// backend of several fakes tells containers apart by id.
+var nextID atomic.Int64
 
 // New returns an empty fake engine whose execs run DefaultScript.
 func New() *Backend {
@@ -284,8 +287,7 @@ func (b *Backend) Up(ctx context.Context, p *types.Project, opts backend.UpOptio
 			lbl = map[string]string{}
 		}
 		maps.Copy(lbl, svc.CustomLabels)
-		b.nextID++
-		id := fmt.Sprintf("%064x", b.nextID)
+		id := fmt.Sprintf("%064x", nextID.Add(1))
 		c := &container{Container: Container{ID: id, Name: p.Name + "-" + name + "-1", Project: p.Name, Service: name, Labels: lbl},
 			running: true, files: map[string][]byte{}, workdir: svc.WorkingDir, died: make(chan struct{})}
 		if c.workdir == "" {
