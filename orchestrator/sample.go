@@ -244,7 +244,7 @@ func (t *Task) place(ctx context.Context, s *Sample, p *types.Project) error {
 		s.engine = t.o.engineName()
 		return nil
 	}
-	where, err := pl.Place(ctx, backend.PlaceRequest{Project: p, Task: t.name})
+	where, err := pl.Place(ctx, backend.PlaceRequest{Project: p, Task: t.name, Labels: t.spec.EngineLabels})
 	if err != nil {
 		return err
 	}

@@ -77,6 +77,10 @@ type TaskSpec struct {
 	// trip, the claim that is atomic across processes; a pool that is not shared is taken from
 	// in memory.
 	SharePool bool
+	// EngineLabels, over several engines (WithEngines), runs the task's samples only on the
+	// engines carrying every one of these labels (EngineConfig.Labels).
+	EngineLabels map[string]string
+
 	// TakeShared lets SampleInit, when this task's own pool has nothing ready, take a ready
 	// sample from the shared warm pool another live process keeps for the same task (same name
 	// and configuration), such as `composebox up --warm N`.
@@ -147,6 +151,9 @@ func (t *Task) Resolution() *compose.Resolution { return t.resolution }
 // pulls.
 func (o *Orchestrator) TaskInit(ctx context.Context, spec TaskSpec) (*Task, error) {
 	start := time.Now()
+	if _, ok := o.backend.(backend.Placer); len(spec.EngineLabels) > 0 && !ok {
+		return nil, cbxerr.New(cbxerr.ErrInvalidConfig, "task init: engine labels choose among several engines, and this orchestrator has one (see WithEngines)")
+	}
 	info, err := o.prerequisites(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("task init: %w", err)

@@ -24,6 +24,9 @@ type Engine struct {
 	// Missing counts the sample's images the engine lacks: it would have to build or receive
 	// them first.
 	Missing int
+	// Unfit, when set, says why the engine may not take this sample at all (its labels do not
+	// match what the sample asks for).
+	Unfit string
 }
 
 // capacity is what the engine's load is measured against.
@@ -64,9 +67,13 @@ const epsilon = 1e-9
 // given. With no engine able to take it, ok is false and refusals say why for each.
 func Choose(engines []Engine) (d Decision, refusals []Refusal, ok bool) {
 	best := -1
-	tied := 0 // engines tied on load with best, best itself excluded
+	tied := 0       // engines tied on load with best, best itself excluded
+	candidates := 0 // engines that could take it
 	for i, e := range engines {
 		switch {
+		case e.Unfit != "":
+			refusals = append(refusals, Refusal{Engine: e.Name, Reason: e.Unfit})
+			continue
 		case e.Down:
 			refusals = append(refusals, Refusal{Engine: e.Name, Reason: "down: " + orUnknown(e.Why)})
 			continue
@@ -74,6 +81,7 @@ func Choose(engines []Engine) (d Decision, refusals []Refusal, ok bool) {
 			refusals = append(refusals, Refusal{Engine: e.Name, Reason: fmt.Sprintf("full (%d of %d samples)", e.Live, e.Max)})
 			continue
 		}
+		candidates++
 		if best < 0 {
 			best = i
 			continue
@@ -93,7 +101,7 @@ func Choose(engines []Engine) (d Decision, refusals []Refusal, ok bool) {
 	if best < 0 {
 		return Decision{Index: -1}, refusals, false
 	}
-	return Decision{Index: best, Reason: reason(engines[best], tied, len(engines))}, nil, true
+	return Decision{Index: best, Reason: reason(engines[best], tied, candidates)}, nil, true
 }
 
 // reason says why e was chosen, in a few words.
@@ -101,7 +109,7 @@ func reason(e Engine, tied, n int) string {
 	var b strings.Builder
 	switch {
 	case n == 1:
-		b.WriteString("the only engine")
+		b.WriteString("the only engine that can take it")
 	case tied > 0:
 		fmt.Fprintf(&b, "least loaded, tied with %d other", tied)
 		if tied > 1 {

@@ -14,9 +14,9 @@ func TestChoose(t *testing.T) {
 		want    string // engine chosen, "" for none
 		reason  string // a part of the reason
 	}{
-		{"one engine", []Engine{{Name: "a", Max: 4}}, "a", "the only engine (0 of 4 samples)"},
+		{"one engine", []Engine{{Name: "a", Max: 4}}, "a", "the only engine that can take it (0 of 4 samples)"},
 		{"least loaded by share, not by count", []Engine{{Name: "a", Live: 2, Max: 4}, {Name: "b", Live: 3, Max: 16}}, "b", "least loaded (3 of 16"},
-		{"the one with room", []Engine{{Name: "a", Live: 4, Max: 4}, {Name: "b", Live: 9, Max: 10}}, "b", "least loaded"},
+		{"the one with room", []Engine{{Name: "a", Live: 4, Max: 4}, {Name: "b", Live: 9, Max: 10}}, "b", "the only engine that can take it (9 of 10"},
 		{"down is skipped", []Engine{{Name: "a", Down: true}, {Name: "b", Live: 5, Max: 6}}, "b", ""},
 		{"tie goes to the images", []Engine{{Name: "a", Live: 1, Max: 4, Missing: 2}, {Name: "b", Live: 1, Max: 4}}, "b", "tied with 1 other (1 of 4 samples); has the sample's images"},
 		{"tie on images too goes to fewer samples", []Engine{{Name: "a", Live: 3, Max: 8}, {Name: "b", Live: 1, Max: 4}}, "b", "tied with 1 other (1 of 4"},
@@ -24,6 +24,7 @@ func TestChoose(t *testing.T) {
 		{"load first, images second", []Engine{{Name: "a", Live: 0, Max: 2, Missing: 0}, {Name: "b", Live: 0, Max: 8, Missing: 3}}, "b", "lacks 3 images"},
 		{"first given wins a full tie", []Engine{{Name: "a", Max: 4}, {Name: "b", Max: 4}}, "a", "tied with 1 other"},
 		{"unbounded by CPUs", []Engine{{Name: "a", Live: 3, CPUs: 2}, {Name: "b", Live: 6, CPUs: 8}}, "b", "(6 samples on 8 CPUs)"},
+		{"unfit is skipped", []Engine{{Name: "a", Max: 8, Unfit: "labels"}, {Name: "b", Live: 3, Max: 4}}, "b", "the only engine"},
 		{"none", []Engine{{Name: "a", Down: true, Why: "connection refused"}, {Name: "b", Live: 2, Max: 2}}, "", ""},
 	}
 	for _, tt := range tests {

@@ -2,7 +2,9 @@ package multiengine
 
 import (
 	"context"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/compose-spec/compose-go/v2/types"
@@ -43,6 +45,7 @@ func (b *Backend) Place(ctx context.Context, req backend.PlaceRequest) (backend.
 	snap := make([]placement.Engine, len(b.members))
 	for i, m := range b.members {
 		snap[i] = m.snapshot(refs)
+		snap[i].Unfit = m.unfit(req.Labels)
 	}
 	d, refusals, ok := placement.Choose(snap)
 	if !ok {
@@ -73,6 +76,20 @@ func (m *member) snapshot(refs []string) placement.Engine {
 		}
 	}
 	return e
+}
+
+// unfit says why the engine's labels do not match want, "" when they do.
+func (m *member) unfit(want map[string]string) string {
+	var miss []string
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if v, ok := m.labels[k]; !ok || v != want[k] {
+			miss = append(miss, k+"="+want[k])
+		}
+	}
+	if len(miss) == 0 {
+		return ""
+	}
+	return "labels do not match (the sample wants " + strings.Join(miss, ",") + ")"
 }
 
 // probeImages learns which of refs the engine has, for those it knows nothing of yet.

@@ -29,6 +29,8 @@ type PlaceRequest struct {
 	Project *types.Project
 	// Task names the sample's task.
 	Task string
+	// Labels, when set, restrict the sample to engines carrying every one of them.
+	Labels map[string]string
 }
 
 // Placement is where a sample goes, and why.

@@ -1,0 +1,114 @@
+package orchestrator_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/composebox/composebox/internal/fakebackend"
+	"github.com/composebox/composebox/lifecycle/multiengine"
+	"github.com/composebox/composebox/orchestrator"
+)
+
+// newFakeEngines is newFake over several fake engines with the given capacities, the test
+// image on the first alone.
+func newFakeEngines(t *testing.T, max ...int) ([]*fakebackend.Backend, *orchestrator.Orchestrator, *events) {
+	t.Helper()
+	var fs []*fakebackend.Backend
+	var members []multiengine.Member
+	for i, m := range max {
+		f := fakebackend.New()
+		fs = append(fs, f)
+		members = append(members, multiengine.Member{Name: "e" + string(rune('0'+i)), Backend: f, MaxSamples: m})
+	}
+	fs[0].AddImage(fakeImage, nil)
+	mb, err := multiengine.NewFromBackends(members, multiengine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &events{}
+	ev.of(orchestrator.EventSamplePlaced)
+	o, err := orchestrator.New(orchestrator.WithBackend(mb), orchestrator.WithStateDir(t.TempDir()), orchestrator.WithObserver(ev.observe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, f := range fs {
+			f.SetDown(false)
+		}
+		if err := o.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		for i, f := range fs {
+			if left := f.Projects(); len(left) > 0 {
+				t.Errorf("projects left behind on engine %d: %v", i, left)
+			}
+		}
+	})
+	return fs, o, ev
+}
+
+func TestFakeEnginesSpreadSamples(t *testing.T) {
+	fs, o, ev := newFakeEngines(t, 1, 2)
+	task := fakeTask(t, o, orchestrator.TaskSpec{Name: "spread"})
+	var samples []*orchestrator.Sample
+	for range 3 {
+		s, err := task.SampleInit(t.Context(), orchestrator.SampleSpec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		samples = append(samples, s)
+		placed := ev.next(t, orchestrator.EventSamplePlaced)
+		if placed.Engine != s.Engine() || placed.Project != s.Project() || placed.Message == "" {
+			t.Fatalf("sample_placed %+v for a sample on %s", placed, s.Engine())
+		}
+	}
+	if samples[0].Engine() != "e0" || samples[1].Engine() != "e1" || samples[2].Engine() != "e1" {
+		t.Fatalf("samples on %s, %s, %s; want e0 (the image), then e1 twice (e0 is full)", samples[0].Engine(), samples[1].Engine(), samples[2].Engine())
+	}
+	if fs[1].Calls("LoadImages") != 1 {
+		t.Fatalf("e1 loaded the image %d times, want once", fs[1].Calls("LoadImages"))
+	}
+	// A fourth has no room: the error says why for each engine.
+	_, err := task.SampleInit(t.Context(), orchestrator.SampleSpec{})
+	var pe *orchestrator.PlacementError
+	if !errors.As(err, &pe) || !errors.Is(err, orchestrator.ErrUnavailable) || !strings.Contains(err.Error(), "e0: full (1 of 1 samples)") {
+		t.Fatalf("a sample with every engine full: %v", err)
+	}
+	// Listings name each project's engine; Open finds a sample where it is.
+	listing, err := o.List(t.Context(), orchestrator.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := map[string]string{}
+	for _, p := range listing.Projects {
+		on[p.Name] = p.Engine
+	}
+	for _, s := range samples {
+		if on[s.Project()] != s.Engine() {
+			t.Fatalf("ls says %s is on %q, the sample says %s", s.Project(), on[s.Project()], s.Engine())
+		}
+	}
+	opened, err := o.Open(t.Context(), samples[2].Project())
+	if err != nil || opened.Engine() != "e1" {
+		t.Fatalf("open %s: engine %q, %v", samples[2].Project(), opened.Engine(), err)
+	}
+	if res, err := opened.Default().Exec(t.Context(), orchestrator.ExecRequest{Cmd: []string{"true"}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec in the opened sample: %+v %v", res, err)
+	}
+	// An engine lost: its sample is unavailable, naming it; new samples go elsewhere.
+	fs[1].SetDown(true)
+	_, err = samples[1].Default().Exec(t.Context(), orchestrator.ExecRequest{Cmd: []string{"true"}})
+	if !errors.Is(err, orchestrator.ErrUnavailable) || !strings.Contains(err.Error(), "engine e1") {
+		t.Fatalf("exec on a lost engine: %v, want ErrUnavailable naming e1", err)
+	}
+	if err := samples[0].Cleanup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s, err := task.SampleInit(t.Context(), orchestrator.SampleSpec{})
+	if err != nil || s.Engine() != "e0" {
+		t.Fatalf("a sample with e1 lost: %v on %q, want e0", err, s.Engine())
+	}
+	fs[1].SetDown(false)
+}
