@@ -55,6 +55,9 @@ func ParseEndpoint(s string) (Endpoint, error) {
 		return Endpoint{}, errdefs.Wrap(errdefs.ErrInvalidConfig, err, fmt.Sprintf("endpoint %q (%s)", s, endpointForms))
 	}
 	e := Endpoint{Host: s}
+	if u.RawQuery != "" && u.Scheme != "tcp" {
+		return Endpoint{}, errdefs.New(errdefs.ErrInvalidConfig, fmt.Sprintf("endpoint %q: settings such as tls=CERTDIR apply to tcp:// only", s))
+	}
 	if u.Scheme == "tcp" && u.RawQuery != "" {
 		q := u.Query()
 		e.TLSDir = q.Get("tls")

@@ -63,7 +63,7 @@ func (b *Backend) BaseImage(ctx context.Context) (string, error) {
 func (b *Backend) Image(ctx context.Context, ref string) (backend.ImageInfo, error) {
 	var firstErr error
 	for _, m := range b.members {
-		if m.skip() != nil {
+		if m.ready(ctx) != nil {
 			continue
 		}
 		info, err := m.b.Image(ctx, ref)
@@ -213,7 +213,7 @@ func (b *Backend) source(ctx context.Context, ref string, dst *member) (*member,
 	// Those known to have it first, then the others, each in the order given.
 	var known, unknown []*member
 	for _, m := range b.members {
-		if m == dst || m.skip() != nil {
+		if m == dst || m.ready(ctx) != nil {
 			continue
 		}
 		switch present, seen := m.knowsImage(ref); {
@@ -278,7 +278,7 @@ func (b *Backend) stream(ctx context.Context, src, dst *member, ref string) erro
 // SaveImages saves refs from the first engine that has them all.
 func (b *Backend) SaveImages(ctx context.Context, refs []string, w io.Writer) error {
 	for _, m := range b.members {
-		if m.skip() != nil {
+		if m.ready(ctx) != nil {
 			continue
 		}
 		all := true

@@ -16,7 +16,7 @@ import (
 // How often what placement relies on is checked again.
 const (
 	// contactEvery: an engine last heard from longer ago is pinged before a sample goes there.
-	contactEvery = 2 * time.Second
+	contactEvery = time.Second
 	// recheckDown: an engine marked down is asked again after this long.
 	recheckDown = 5 * time.Second
 	// countEvery: the samples on an engine are counted again after this long, to see those
@@ -94,13 +94,18 @@ func (m *member) failed(err error) {
 	m.mu.Unlock()
 }
 
-// skip is the error of an engine marked down a moment ago, so that a call spanning every
-// engine does not wait on one that just failed to answer; nil when the engine is to be asked.
-func (m *member) skip() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.down && time.Since(m.checked) < recheckDown {
-		return &downError{err: m.downErr}
+// readyTimeout bounds the ping of an engine marked down, before a call that spans every
+// engine: one that is gone costs the others' answer this long at most.
+const readyTimeout = time.Second
+
+// ready is nil for an engine to ask: one not marked down, or one marked down that answers a
+// short ping again (a daemon restarted); else the error of its absence.
+func (m *member) ready(ctx context.Context) error {
+	if !m.isDown() {
+		return nil
+	}
+	if _, err := m.ping(ctx, readyTimeout); err != nil {
+		return &downError{err: err}
 	}
 	return nil
 }

@@ -171,7 +171,7 @@ func (b *Backend) each(ctx context.Context, fn func(ctx context.Context, i int, 
 	errs := make([]error, len(b.members))
 	var wg sync.WaitGroup
 	for i, m := range b.members {
-		if err := m.skip(); err != nil {
+		if err := m.ready(ctx); err != nil {
 			errs[i] = &backend.EngineError{Engine: m.name, Err: err}
 			continue
 		}

@@ -23,7 +23,7 @@ func (b *Backend) WatchDeaths(ctx context.Context, opts backend.WatchOptions) (<
 	}
 	var wg sync.WaitGroup
 	for _, m := range b.members {
-		if err := m.skip(); err != nil {
+		if err := m.ready(ctx); err != nil {
 			end(&backend.EngineError{Engine: m.name, Err: err})
 			continue
 		}

@@ -164,6 +164,9 @@ func freePort() (int, error) {
 
 // Start runs the daemon (again, after Stop) and waits until it answers.
 func (d *Daemon) Start() error {
+	if d.cmd != nil {
+		return nil // running
+	}
 	logf, err := os.OpenFile(filepath.Join(d.Dir, "dockerd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
