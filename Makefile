@@ -14,7 +14,7 @@ TEST_FLAGS ?= -count=1 -timeout 25m
 FAKE_PKGS := ./orchestrator/ ./api/
 FAKE_TESTS := ^TestFake
 
-.PHONY: build test test-python lint docker k8s k8s-down demo docs bench bench-pool bench-api clean
+.PHONY: build test test-python lint docker k8s k8s-down demo docs bench bench-pool bench-api bench-engines clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/composebox
@@ -108,6 +108,15 @@ BENCH_API_FLAGS ?=
 bench-api: build
 	$(GO) build -o bin/cbxbench-api ./bench/api
 	$(PYTHON) bench/api/bench_api.py --bin $(CURDIR)/$(BIN) --lib $(CURDIR)/bin/cbxbench-api --out bench/RESULTS.md $(BENCH_API_FLAGS)
+
+# Several engines (bench/engines), written into bench/RESULTS.md's own section: placement on 50
+# fake engines (10,000 placements: decision time, imbalance, image locality, against random and
+# round robin), then samples/min on 1, 2 and 3 private dockerds on this host against one
+# reached directly (root; a few minutes). A smoke run that writes nowhere:
+#   make bench-engines ENGINES_FLAGS='-placements 1000 -n 6 -workers 4 -out='
+ENGINES_FLAGS ?=
+bench-engines:
+	$(GO) run ./bench/engines -out bench/RESULTS.md $(ENGINES_FLAGS)
 
 clean:
 	rm -rf bin

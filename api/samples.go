@@ -19,13 +19,15 @@ type SampleRequest struct {
 
 // Sample is a sample as the API reports it.
 type Sample struct {
-	Project        string    `json:"project"`
-	ID             string    `json:"id"`
-	Task           string    `json:"task"`
-	Lease          string    `json:"lease"`
-	DefaultService string    `json:"default_service"`
-	Detached       bool      `json:"detached"`
-	Sandboxes      []Sandbox `json:"sandboxes"`
+	Project        string `json:"project"`
+	ID             string `json:"id"`
+	Task           string `json:"task"`
+	Lease          string `json:"lease"`
+	DefaultService string `json:"default_service"`
+	Detached       bool   `json:"detached"`
+	// Engine names the engine the sample lives on.
+	Engine    string    `json:"engine,omitempty"`
+	Sandboxes []Sandbox `json:"sandboxes"`
 }
 
 // Sandbox is one service of a sample.
@@ -50,7 +52,7 @@ func sandboxesJSON(sm *orchestrator.Sample) []Sandbox {
 // sampleJSON reports e; call it with s.mu held (detached may change).
 func sampleJSON(e *sampleEntry) Sample {
 	out := Sample{Project: e.sample.Project(), ID: e.sample.ID(), Task: e.task, Lease: e.lease,
-		Detached: e.detached, Sandboxes: sandboxesJSON(e.sample)}
+		Detached: e.detached, Engine: e.sample.Engine(), Sandboxes: sandboxesJSON(e.sample)}
 	if d := e.sample.Default(); d != nil {
 		out.DefaultService = d.Service()
 	}

@@ -21,12 +21,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/composebox/composebox/bench/internal/mdsection"
 	"github.com/composebox/composebox/bench/internal/stats"
 	"github.com/composebox/composebox/orchestrator"
 )
@@ -94,7 +94,7 @@ func run(ctx context.Context, args []string) int {
 	text := render(o, results, began, time.Since(began))
 	fmt.Print(text)
 	if o.Out != "" {
-		if err := writeSection(o.Out, o.Section, text); err != nil {
+		if err := mdsection.Write(o.Out, o.Section, text); err != nil {
 			fmt.Fprintf(os.Stderr, "bench-pool: %v\n", err)
 			return 1
 		}
@@ -317,23 +317,4 @@ func relProject(p string) string {
 		}
 	}
 	return p
-}
-
-// writeSection puts text into path between the markers of the section named name, replacing an
-// earlier run's, or appends it.
-func writeSection(path, name, text string) error {
-	old, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	begin, end := "<!-- "+name+":begin -->", "<!-- "+name+":end -->"
-	sectionRE := regexp.MustCompile(`(?s)` + regexp.QuoteMeta(begin) + `.*` + regexp.QuoteMeta(end) + `\n?`)
-	section := begin + "\n" + text + end + "\n"
-	var out string
-	if sectionRE.Match(old) {
-		out = sectionRE.ReplaceAllLiteralString(string(old), section)
-	} else {
-		out = strings.TrimRight(string(old), "\n") + "\n\n" + section
-	}
-	return os.WriteFile(path, []byte(out), 0o644)
 }

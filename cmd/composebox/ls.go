@@ -43,11 +43,13 @@ or still starting; else it names the services that are not, as db:exited(137),we
 'composebox ps -p PROJECT' shows each service.
 
 PORTS lists the host ports the project's containers publish, as the engine bound them (an
-ephemeral one where the compose file fixed a port).
+ephemeral one where the compose file fixed a port). Over several engines (--engine, --engines),
+ENGINE names the one that holds each project; an engine that does not answer leaves its
+projects out, and ls fails naming it.
 
-With --json, prints {"projects": [...]}, each project an object {name, task, sample, owner,
-status, stale, created, containers, networks, volumes, running, health, config, container_names,
-ports, pool};
+With --json, prints {"projects": [...]}, each project an object {name, task, sample, engine,
+owner, status, stale, created, containers, networks, volumes, running, health, config,
+container_names, ports, pool};
 pool is warm, claimed (taken from a pool) or pooled (starting for a pool), and absent for a
 sample started cold.`,
 		Args: cobra.NoArgs,

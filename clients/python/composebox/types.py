@@ -135,6 +135,9 @@ class Sample:
     sandboxes: List[SandboxInfo] = field(default_factory=list)
     detached: bool = False
     lease: str = ""
+    #: The engine the sample lives on: ``default`` for the one engine, else the name
+    #: placement chose among several (``--engine``, ``--engines``).
+    engine: str = ""
 
     @property
     def default(self) -> SandboxInfo:
@@ -159,7 +162,8 @@ class Sample:
         return cls(project=d["project"], id=d.get("id", ""), task=d.get("task", ""),
                    default_service=d.get("default_service", ""),
                    sandboxes=[SandboxInfo.from_json(s) for s in d.get("sandboxes") or []],
-                   detached=bool(d.get("detached")), lease=d.get("lease", ""))
+                   detached=bool(d.get("detached")), lease=d.get("lease", ""),
+                   engine=d.get("engine", ""))
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,8 @@ def test_sample_default_and_lookup():
                               {"service": "web", "container": "c2", "container_name": "n2",
                                "working_dir": "/srv", "user": "app", "default": True}]})
     assert s.default.service == "web"
+    assert s.engine == ""  # an older server says nothing of engines
+    assert Sample.from_json({"project": "p", "engine": "gpu-1", "sandboxes": []}).engine == "gpu-1"
     assert s.sandbox("db").container == "c1"
     assert s.services == ["db", "web"]
     with pytest.raises(KeyError):
