@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
 	"github.com/composebox/composebox/cleanup/labels"
@@ -70,12 +71,19 @@ func (r *engineRig) orchestrator(t *testing.T, opts ...orchestrator.Option) (*or
 	return newOrchestrator(t, append([]orchestrator.Option{orchestrator.WithEngines(r.configs...)}, opts...)...)
 }
 
-// left counts what a task left on each engine.
+// left counts what a task left on each engine. It runs in cleanups too, after the test's
+// context ended.
 func (r *engineRig) left(t *testing.T, task string) map[string]int {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	out := map[string]int{}
 	for name, c := range r.clients {
-		if n := testutil.Resources(t, c, labels.LabelTask+"="+task); n > 0 {
+		n, err := testutil.Count(ctx, c, filters.Arg("label", labels.LabelTask+"="+task))
+		if err != nil {
+			t.Errorf("count what task %s left on engine %s: %v", task, name, err)
+		}
+		if n > 0 {
 			out[name] = n
 		}
 	}
@@ -209,6 +217,9 @@ services:
 			spec.EngineLabels = map[string]string{"role": "worker"}
 			tasks[user] = taskInit(t, o, spec)
 		}
+		// Where each sandbox's container is, for the cases that kill it.
+		var mu sync.Mutex
+		where := map[string]string{}
 		conformance.Run(t, func(t *testing.T, user string) conformance.Sandbox {
 			s, err := tasks[user].SampleInit(t.Context(), orchestrator.SampleSpec{})
 			if err != nil {
@@ -218,8 +229,21 @@ services:
 			if s.Engine() != "a" && s.Engine() != "b" {
 				t.Fatalf("conformance sample on %q, want a private engine", s.Engine())
 			}
+			mu.Lock()
+			where[s.Default().ContainerID()] = s.Engine()
+			mu.Unlock()
 			return orchestrated.Sandbox{Sandbox: s.Default()}
-		})
+		}, conformance.WithKill(func(t *testing.T, sb conformance.Sandbox) {
+			mu.Lock()
+			c := r.clients[where[sb.ContainerID()]]
+			mu.Unlock()
+			if err := c.ContainerKill(t.Context(), sb.ContainerID(), "KILL"); err != nil {
+				t.Fatalf("kill container: %v", err)
+			}
+			if err := testutil.WaitStopped(t.Context(), c, sb.ContainerID(), 30*time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}))
 	})
 
 	t.Run("an engine lost mid-run", func(t *testing.T) {
