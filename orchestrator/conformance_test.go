@@ -16,14 +16,7 @@ func TestConformance(t *testing.T) {
 	o, _ := newOrchestrator(t)
 	tasks := map[string]*orchestrator.Task{}
 	for _, user := range conformance.Users {
-		tasks[user] = taskInit(t, o, orchestrator.TaskSpec{Name: "conformance-" + user, YAML: []byte(fmt.Sprintf(`
-services:
-  default:
-    image: ${COMPOSEBOX_BASE_IMAGE}
-    command: ["tail", "-f", "/dev/null"]
-    user: %s
-    network_mode: none
-`, user))})
+		tasks[user] = taskInit(t, o, orchestrator.TaskSpec{Name: "conformance-" + user, YAML: conformanceYAML(user)})
 	}
 	conformance.Run(t, func(t *testing.T, user string) conformance.Sandbox {
 		s, err := tasks[user].SampleInit(t.Context(), orchestrator.SampleSpec{})
@@ -33,4 +26,16 @@ services:
 		t.Cleanup(func() { _ = s.Cleanup(context.Background()) })
 		return orchestrated.Sandbox{Sandbox: s.Default()}
 	})
+}
+
+// conformanceYAML is the project of the suite's sandboxes: the base image, kept alive, as user.
+func conformanceYAML(user string) []byte {
+	return fmt.Appendf(nil, `
+services:
+  default:
+    image: ${COMPOSEBOX_BASE_IMAGE}
+    command: ["tail", "-f", "/dev/null"]
+    user: %s
+    network_mode: none
+`, user)
 }

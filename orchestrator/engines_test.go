@@ -90,6 +90,19 @@ func (r *engineRig) left(t *testing.T, task string) map[string]int {
 	return out
 }
 
+// task starts a task of engineTask named after what, and checks at the end of the test that
+// it left nothing on any engine.
+func (r *engineRig) task(t *testing.T, o *orchestrator.Orchestrator, what string) (*orchestrator.Task, string) {
+	t.Helper()
+	name := fmt.Sprintf("engines-%s-%d", what, time.Now().UnixNano()%1e6)
+	t.Cleanup(func() {
+		if left := r.left(t, name); len(left) > 0 {
+			t.Errorf("left behind: %v", left)
+		}
+	})
+	return taskInit(t, o, engineTask(name)), name
+}
+
 // engineTask is a task of the base image that asks for the worker engines.
 func engineTask(name string) orchestrator.TaskSpec {
 	return orchestrator.TaskSpec{Name: name, EngineLabels: workers, YAML: []byte(`
@@ -121,13 +134,7 @@ func TestEngines(t *testing.T) {
 
 	t.Run("spread by capacity, images streamed, ls and cleanup over every engine", func(t *testing.T) {
 		o, rec := r.orchestrator(t)
-		name := fmt.Sprintf("engines-spread-%d", time.Now().UnixNano()%1e6)
-		task := taskInit(t, o, engineTask(name))
-		t.Cleanup(func() {
-			if left := r.left(t, name); len(left) > 0 {
-				t.Errorf("left behind: %v", left)
-			}
-		})
+		task, name := r.task(t, o, "spread")
 		samples := startSamples(t, task, 5)
 		on := map[string]int{}
 		for _, s := range samples {
@@ -206,15 +213,7 @@ func TestEngines(t *testing.T) {
 		tasks := map[string]*orchestrator.Task{}
 		for _, user := range conformance.Users {
 			spec := engineTask("engines-conformance-" + user)
-			spec.YAML = fmt.Appendf(nil, `
-services:
-  default:
-    image: ${COMPOSEBOX_BASE_IMAGE}
-    command: ["tail", "-f", "/dev/null"]
-    user: %s
-    network_mode: none
-`, user)
-			spec.EngineLabels = map[string]string{"role": "worker"}
+			spec.YAML = conformanceYAML(user)
 			tasks[user] = taskInit(t, o, spec)
 		}
 		// Where each sandbox's container is, for the cases that kill it.
@@ -248,13 +247,7 @@ services:
 
 	t.Run("an engine lost mid-run", func(t *testing.T) {
 		o, _ := r.orchestrator(t)
-		name := fmt.Sprintf("engines-loss-%d", time.Now().UnixNano()%1e6)
-		task := taskInit(t, o, engineTask(name))
-		t.Cleanup(func() {
-			if left := r.left(t, name); len(left) > 0 {
-				t.Errorf("left behind: %v", left)
-			}
-		})
+		task, name := r.task(t, o, "loss")
 		samples := startSamples(t, task, 3)
 		var onA, onB *orchestrator.Sample
 		for _, s := range samples {

@@ -66,17 +66,12 @@ func (b *Backend) Image(ctx context.Context, ref string) (backend.ImageInfo, err
 		if m.ready(ctx) != nil {
 			continue
 		}
-		info, err := m.b.Image(ctx, ref)
+		info, err := m.image(ctx, ref)
 		switch {
 		case err == nil:
-			m.hasImage(ref, true)
 			return info, nil
-		case errdefs.Kind(err) == "not_found":
-			m.hasImage(ref, false)
-		default:
-			if firstErr == nil {
-				firstErr = m.wrap(err)
-			}
+		case errdefs.Kind(err) != "not_found" && firstErr == nil:
+			firstErr = m.wrap(err)
 		}
 	}
 	if firstErr != nil && errdefs.Kind(firstErr) != "internal" {
@@ -131,10 +126,9 @@ func (b *Backend) ensureImage(ctx context.Context, m *member, ref string) error 
 
 // bringImage is one ensureImage flight.
 func (b *Backend) bringImage(ctx context.Context, m *member, ref string) error {
-	_, err := m.b.Image(ctx, ref)
+	_, err := m.image(ctx, ref)
 	switch {
 	case err == nil:
-		m.hasImage(ref, true)
 		return nil
 	case errdefs.Kind(err) != "not_found":
 		return err
@@ -227,17 +221,11 @@ func (b *Backend) source(ctx context.Context, ref string, dst *member) (*member,
 		return known[0], nil
 	}
 	for _, m := range unknown {
-		_, err := m.b.Image(ctx, ref)
-		switch {
-		case err == nil:
-			m.hasImage(ref, true)
+		if _, err := m.image(ctx, ref); err == nil {
 			return m, nil
-		case errdefs.Kind(err) == "not_found":
-			m.hasImage(ref, false)
-		case ctx.Err() != nil:
+		}
+		if ctx.Err() != nil {
 			return nil, ctx.Err()
-		default:
-			m.failed(err)
 		}
 	}
 	return nil, nil
@@ -303,17 +291,9 @@ func (b *Backend) LoadImages(ctx context.Context, r io.Reader) error {
 
 // ListImages lists the images of every engine whose labels match sel.
 func (b *Backend) ListImages(ctx context.Context, sel []string) ([]backend.ImageInfo, error) {
-	lists := make([][]backend.ImageInfo, len(b.members))
-	err := b.each(ctx, func(ctx context.Context, i int, m *member) error {
-		var err error
-		lists[i], err = m.b.ListImages(ctx, sel)
-		return err
-	})
-	var out []backend.ImageInfo
-	for _, l := range lists {
-		out = append(out, l...)
-	}
-	return out, err
+	return gather(ctx, b, func(ctx context.Context, m *member) ([]backend.ImageInfo, error) {
+		return m.b.ListImages(ctx, sel)
+	}, nil)
 }
 
 // PruneImages prunes every engine's task images, and adds up the reports.

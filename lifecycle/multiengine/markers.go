@@ -1,9 +1,8 @@
 package multiengine
 
 import (
-	"cmp"
 	"context"
-	"slices"
+	"time"
 
 	"github.com/composebox/composebox/orchestrator/backend"
 )
@@ -55,21 +54,9 @@ func (b *Backend) RecordClaim(ctx context.Context, mk backend.Marker) error {
 
 // WarmProjects lists the free pooled samples of task on every engine, oldest first.
 func (b *Backend) WarmProjects(ctx context.Context, task string) ([]backend.WarmProject, error) {
-	lists := make([][]backend.WarmProject, len(b.members))
-	err := b.each(ctx, func(ctx context.Context, i int, m *member) error {
-		var err error
-		lists[i], err = m.b.WarmProjects(ctx, task)
-		for _, w := range lists[i] {
-			b.learn(w.Project, m)
-		}
-		return err
-	})
-	var out []backend.WarmProject
-	for _, l := range lists {
-		out = append(out, l...)
-	}
-	slices.SortStableFunc(out, func(a, c backend.WarmProject) int {
-		return cmp.Or(a.Created.Compare(c.Created), cmp.Compare(a.Project, c.Project))
-	})
+	out, err := gather(ctx, b, func(ctx context.Context, m *member) ([]backend.WarmProject, error) {
+		return m.b.WarmProjects(ctx, task)
+	}, func(m *member, w *backend.WarmProject) { b.learn(w.Project, m) })
+	oldestFirst(out, func(w backend.WarmProject) (time.Time, string) { return w.Created, w.Project })
 	return out, err
 }

@@ -193,6 +193,21 @@ func (m *member) hasImage(ref string, present bool) {
 	m.mu.Unlock()
 }
 
+// image asks the engine for ref and records the answer: the image, or ErrNotFound (recorded
+// as absent), or another error (an engine unreachable is marked down).
+func (m *member) image(ctx context.Context, ref string) (backend.ImageInfo, error) {
+	info, err := m.b.Image(ctx, ref)
+	switch {
+	case err == nil:
+		m.hasImage(ref, true)
+	case errdefs.Kind(err) == "not_found":
+		m.hasImage(ref, false)
+	default:
+		m.failed(err)
+	}
+	return info, err
+}
+
 // knowsImage says whether ref is known present, and whether anything is known of it.
 func (m *member) knowsImage(ref string) (present, known bool) {
 	m.mu.Lock()

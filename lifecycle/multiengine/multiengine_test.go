@@ -1,7 +1,6 @@
 package multiengine_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -52,6 +51,27 @@ func start(t *testing.T, b *multiengine.Backend, p *types.Project) backend.Place
 		t.Fatalf("up %s on %s: %v", p.Name, pl.Engine, err)
 	}
 	return pl
+}
+
+// startAll places and starts n projects q0, q1... running image, at once.
+func startAll(t *testing.T, b *multiengine.Backend, n int, image string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			p := project(fmt.Sprintf("q%d", i), image)
+			if _, err := b.Place(t.Context(), backend.PlaceRequest{Project: p}); err != nil {
+				errs[i] = err
+				return
+			}
+			errs[i] = b.Up(t.Context(), p, backend.UpOptions{})
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestFakePlaceSpreadsByCapacity(t *testing.T) {
@@ -151,22 +171,7 @@ func TestFakeImagesFollowSamples(t *testing.T) {
 		t.Fatalf("first sample on %s, want a: a tie goes to the image", pl.Engine)
 	}
 	// The next four spread over both: b gets the image from a, once.
-	var wg sync.WaitGroup
-	errs := make([]error, 4)
-	for i := range 4 {
-		wg.Go(func() {
-			p := project(fmt.Sprintf("q%d", i), "only-on-a")
-			if _, err := b.Place(t.Context(), backend.PlaceRequest{Project: p}); err != nil {
-				errs[i] = err
-				return
-			}
-			errs[i] = b.Up(t.Context(), p, backend.UpOptions{})
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
+	startAll(t, b, 4, "only-on-a")
 	if got := len(fs[1].Projects()); got < 2 {
 		t.Fatalf("b holds %d of 5 samples on engines of equal capacity", got)
 	}
@@ -195,22 +200,7 @@ func TestFakeBuildsRunOncePerEngine(t *testing.T) {
 		t.Fatalf("builds at task init: a %d, b %d; want one on a, the first engine", fs[0].Calls("Build"), fs[1].Calls("Build"))
 	}
 	start(t, b, project("p0", "cbx-t-web:123")) // a, which is then full
-	var wg sync.WaitGroup
-	errs := make([]error, 3)
-	for i := range 3 {
-		wg.Go(func() {
-			p := project(fmt.Sprintf("q%d", i), "cbx-t-web:123")
-			if _, err := b.Place(context.Background(), backend.PlaceRequest{Project: p}); err != nil {
-				errs[i] = err
-				return
-			}
-			errs[i] = b.Up(context.Background(), p, backend.UpOptions{})
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
+	startAll(t, b, 3, "cbx-t-web:123")
 	if fs[1].Calls("Build") != 1 {
 		t.Fatalf("b ran %d builds for 3 samples, want 1", fs[1].Calls("Build"))
 	}

@@ -98,14 +98,7 @@ func (b *Backend) probeImages(ctx context.Context, m *member, refs []string) {
 		if _, known := m.knowsImage(r); known {
 			continue
 		}
-		_, err := m.b.Image(ctx, r)
-		switch {
-		case err == nil:
-			m.hasImage(r, true)
-		case errdefs.Kind(err) == "not_found":
-			m.hasImage(r, false)
-		default:
-			m.failed(err)
+		if _, err := m.image(ctx, r); err != nil && errdefs.Kind(err) != "not_found" {
 			return
 		}
 	}
