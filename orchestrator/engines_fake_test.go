@@ -3,6 +3,7 @@ package orchestrator_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -112,5 +113,54 @@ func TestFakeEnginesSpreadSamples(t *testing.T) {
 	s, err := task.SampleInit(t.Context(), orchestrator.SampleSpec{})
 	if err != nil || s.Engine() != "e0" {
 		t.Fatalf("a sample with e1 lost: %v on %q, want e0", err, s.Engine())
+	}
+}
+
+func TestFakeEnginesPool(t *testing.T) {
+	fs, o, _ := newFakeEngines(t, 4, 4)
+	ev := &events{}
+	o2, err := orchestrator.New(orchestrator.WithBackend(o.Backend()), orchestrator.WithStateDir(t.TempDir()), orchestrator.WithObserver(ev.observe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = o2.Close() })
+	ev.of(orchestrator.EventPoolWarm)
+	task := fakeTask(t, o2, orchestrator.TaskSpec{Name: "pool", Warm: 3, SharePool: true})
+	warm := map[string]bool{}
+	for range 3 {
+		warm[ev.next(t, orchestrator.EventPoolWarm).Project] = true
+	}
+	// A death on either engine reaches the pool's watch, which replaces the sample.
+	var dead string
+	for p := range warm {
+		if slices.Contains(fs[1].Projects(), p) {
+			dead = p
+		}
+	}
+	if dead == "" {
+		t.Fatalf("no pooled sample on e1: e0 %v, e1 %v", fs[0].Projects(), fs[1].Projects())
+	}
+	for _, id := range fs[1].ContainersOf(dead) {
+		fs[1].Kill(id, 137)
+	}
+	if again := ev.next(t, orchestrator.EventPoolWarm); again.Project == dead {
+		t.Fatalf("the dead sample %s came back", dead)
+	}
+	for range 3 {
+		s, err := task.SampleInit(t.Context(), orchestrator.SampleSpec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Project() == dead {
+			t.Fatal("SampleInit handed out the dead sample")
+		}
+		i := slices.IndexFunc(fs, func(f *fakebackend.Backend) bool { return slices.Contains(f.Projects(), s.Project()) })
+		if i < 0 || s.Engine() != "e"+string(rune('0'+i)) {
+			t.Fatalf("sample %s says engine %q, found on engine %d", s.Project(), s.Engine(), i)
+		}
+		// The claim went to the sample's own engine.
+		if fs[i].Calls("Take") == 0 {
+			t.Fatalf("no claim on e%d, which holds %s", i, s.Project())
+		}
 	}
 }
