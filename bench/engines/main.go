@@ -69,7 +69,7 @@ func main() {
 	flag.IntVar(&o.Placements, "placements", 10000, "placements on the fake engines")
 	flag.IntVar(&o.Engines, "engines", 50, "fake engines")
 	flag.IntVar(&o.Tasks, "tasks", 100, "tasks (one image each) the placed samples belong to")
-	flag.Float64Var(&o.Churn, "churn", 0.3, "chance that a live sample is removed after each placement")
+	flag.Float64Var(&o.Churn, "churn", 0.5, "chance that a live sample is removed after each placement")
 	flag.IntVar(&o.Samples, "n", 24, "samples per throughput run")
 	flag.IntVar(&o.Workers, "workers", 8, "samples in flight in a throughput run")
 	flag.StringVar(&o.Out, "out", "", "also write the results into this Markdown file's section")

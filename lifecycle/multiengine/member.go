@@ -22,6 +22,9 @@ const (
 	// countEvery: the samples on an engine are counted again after this long, to see those
 	// other processes started and removed.
 	countEvery = 10 * time.Second
+	// startGrace: a sample placed this recently counts even before a count sees its
+	// containers (they may not exist yet).
+	startGrace = 2 * time.Minute
 )
 
 // member is one engine and what this process knows of it.
@@ -143,7 +146,7 @@ func (m *member) isDown() bool {
 }
 
 // count counts the projects of the engine's running containers, keeping the placements made
-// since the count began (their containers may not exist yet).
+// in the last startGrace (their containers may not exist yet).
 func (m *member) count(ctx context.Context) {
 	start := time.Now()
 	list, err := m.b.Containers(ctx, []string{labels.ManagedFilter}, false)
@@ -160,7 +163,7 @@ func (m *member) count(ctx context.Context) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for p, at := range m.live {
-		if !found[p] && at.Before(start) {
+		if !found[p] && (at.IsZero() || start.Sub(at) > startGrace) {
 			delete(m.live, p)
 		}
 	}
