@@ -97,6 +97,14 @@ func (m *member) failed(err error) {
 	m.mu.Unlock()
 }
 
+// answered records that the engine just answered a call: it is up, and placement need not
+// ping it for a while.
+func (m *member) answered() {
+	m.mu.Lock()
+	m.down, m.downErr, m.contact = false, nil, time.Now()
+	m.mu.Unlock()
+}
+
 // readyTimeout bounds the ping of an engine marked down, before a call that spans every
 // engine: one that is gone costs the others' answer this long at most.
 const readyTimeout = time.Second

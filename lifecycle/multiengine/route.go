@@ -22,6 +22,7 @@ import (
 // could not be reached.
 func (m *member) wrap(err error) error {
 	if err == nil {
+		m.answered()
 		return nil
 	}
 	m.failed(err)
