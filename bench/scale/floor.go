@@ -54,11 +54,13 @@ var floorServices = []floorService{
 	{"db", []string{"nc", "-ll", "-p", "5432", "-e", "echo", "pong"}, []string{"CMD-SHELL", "nc -w 1 127.0.0.1 5432 </dev/null | grep -q pong"}},
 }
 
-// The healthchecks' timing, as bench/projects/floor gives it.
+// The healthchecks' timing, as bench/projects/floor gives it, and the longest wait between two
+// probes (composebox's: the interval, at most 2 s).
 const (
-	floorHealthInterval = time.Second
-	floorHealthTimeout  = 2 * time.Second
-	floorHealthRetries  = 30
+	floorHealthInterval = 30 * time.Second
+	floorHealthTimeout  = 5 * time.Second
+	floorHealthRetries  = 3
+	floorProbeMax       = 2 * time.Second
 )
 
 // floorPhases are the steps of one sample that the report compares, in order.
@@ -198,8 +200,7 @@ func (b *bareClient) sample(ctx context.Context, i int, data []byte, st *steps) 
 }
 
 // await runs the container's healthcheck test through exec until it passes: at once, then
-// backing off from 50 ms to the healthcheck's interval, within the budget the healthcheck
-// allows.
+// backing off from 50 ms to floorProbeMax, within the budget the healthcheck allows.
 func (b *bareClient) await(ctx context.Context, c bareContainer) error {
 	argv := c.svc.probe[1:]
 	if c.svc.probe[0] == "CMD-SHELL" {
@@ -220,7 +221,7 @@ func (b *bareClient) await(ctx context.Context, c bareContainer) error {
 			return fmt.Errorf("%s not ready: %w (last probe: exit %d, %v)", c.svc.name, ctx.Err(), code, err)
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, floorHealthInterval)
+		backoff = min(2*backoff, floorProbeMax)
 	}
 }
 
