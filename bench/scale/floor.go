@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	mathrand "math/rand/v2"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -93,6 +95,47 @@ type bareClient struct {
 	memory int64
 	owner  string
 	run    string
+
+	// Each network gets a /27 of floorPool, in turn, as composebox's managed subnets do: the
+	// daemon's default pools hold about 31 networks, which other work on a shared machine (a
+	// test that fills them on purpose) may have taken.
+	mu   sync.Mutex
+	next int
+}
+
+// floorPool is where the bare client's networks are numbered, away from composebox's own pool
+// (10.213.0.0/16) and the ranges its tests use.
+var floorPool = netip.MustParsePrefix("10.219.0.0/16")
+
+// subnet is the next /27 of floorPool.
+func (b *bareClient) subnet() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := b.next % (1 << (27 - floorPool.Bits()))
+	b.next++
+	a := floorPool.Addr().As4()
+	off := n << (32 - 27)
+	a[2] += byte(off >> 8)
+	a[3] += byte(off)
+	return netip.PrefixFrom(netip.AddrFrom4(a), 27).String()
+}
+
+// createNetwork creates the sample's network on the next free /27: a subnet another network
+// holds (a run interrupted before its sweep) is skipped, as composebox skips one.
+func (b *bareClient) createNetwork(ctx context.Context, name string, lbl map[string]string) (string, error) {
+	var err error
+	for range 16 {
+		var created network.CreateResponse
+		created, err = b.c.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge", Labels: lbl,
+			IPAM: &network.IPAM{Config: []network.IPAMConfig{{Subnet: b.subnet()}}}})
+		if err == nil {
+			return created.ID, nil
+		}
+		if !strings.Contains(err.Error(), "overlaps") {
+			break
+		}
+	}
+	return "", fmt.Errorf("create network %s: %w", name, err)
 }
 
 // bareContainer is one created container of a floor sample.
@@ -120,11 +163,9 @@ func (b *bareClient) sample(ctx context.Context, i int, data []byte, st *steps) 
 	}()
 
 	netName := name + "_default"
-	created, err := b.c.NetworkCreate(ctx, netName, network.CreateOptions{Driver: "bridge", Labels: lbl})
-	if err != nil {
-		return fmt.Errorf("create network %s: %w", netName, err)
+	if netID, err = b.createNetwork(ctx, netName, lbl); err != nil {
+		return err
 	}
-	netID = created.ID
 	st.phase("network")
 
 	ctrs = make([]bareContainer, len(floorServices))
@@ -357,7 +398,7 @@ func floorBoth(ctx context.Context, o options) (*floorResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	bare := &bareClient{c: c, image: o.BaseImage, memory: orc.Limits().ContainerMemory, owner: labels.SelfOwner(), run: shortID()}
+	bare := &bareClient{c: c, image: o.BaseImage, memory: orc.Limits().ContainerMemory, owner: labels.SelfOwner(), run: shortID(), next: mathrand.IntN(2048)}
 	if bare.memory == 0 {
 		// composebox's default: a quarter of the engine host's memory.
 		bare.memory = info.MemTotal / 4
@@ -639,7 +680,7 @@ func summarizeFloor(f *floorResult) floorSummary {
 		cbx = append(cbx, r.Cbx.PerMin)
 		s.ratios = append(s.ratios, r.Cbx.PerMin/r.Bare.PerMin)
 	}
-	s.bareMed, s.cbxMed = stats.Percentile(bare, 50), stats.Percentile(cbx, 50)
+	s.bareMed, s.cbxMed = median(bare), median(cbx)
 	if len(s.ratios) > 0 {
 		s.ratioMed = median(s.ratios)
 		s.ratioMin, s.ratioMax = slices.Min(s.ratios), slices.Max(s.ratios)

@@ -175,3 +175,15 @@ func TestWriteFloorSection(t *testing.T) {
 		t.Errorf("a full run keeps %q", kept)
 	}
 }
+
+// The bare client's networks get consecutive /27s of its pool, wrapping at the end.
+func TestFloorSubnets(t *testing.T) {
+	b := &bareClient{next: 2046}
+	var got []string
+	for range 3 {
+		got = append(got, b.subnet())
+	}
+	if want := []string{"10.219.255.192/27", "10.219.255.224/27", "10.219.0.0/27"}; !slices.Equal(got, want) {
+		t.Errorf("subnets %v, want %v", got, want)
+	}
+}
