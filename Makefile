@@ -14,7 +14,7 @@ TEST_FLAGS ?= -count=1 -timeout 25m
 FAKE_PKGS := ./orchestrator/ ./api/
 FAKE_TESTS := ^TestFake
 
-.PHONY: build test test-python lint docker k8s k8s-down demo docs bench bench-pool bench-api bench-engines clean
+.PHONY: build test test-python lint docker k8s k8s-down demo docs bench bench-floor bench-pool bench-api bench-engines clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/composebox
@@ -84,11 +84,22 @@ k8s-down:
 demo: docker build
 	@go run ./examples/demo testdata/projects/multi-service
 
-# The scale benchmark: composebox against the compose CLI, side by side in one run (under 20 min
-# on 2 cores), written to bench/RESULTS.md. Not part of .ci/run. A smoke run:
-#   make bench BENCH_FLAGS='-n 10 -capacity 40 -init-rounds 5 -exec-rounds 20'
+# The scale benchmark: composebox against the compose CLI, side by side in one run, then against
+# the bare Engine API floor (under 25 min on 2 cores), written to bench/RESULTS.md. Not part of
+# .ci/run. A smoke run:
+#   make bench BENCH_FLAGS='-n 10 -capacity 40 -init-rounds 5 -exec-rounds 20 -floor-rounds 1 -floor-n 16'
 bench:
 	@bench/run.sh $(BENCH_FLAGS)
+
+# The floor alone: a bare Engine API client doing one sample's whole work against composebox
+# doing it through the library, batches alternating (3 rounds of 48 samples per side, 16 in
+# flight, then exec latency; about 6 minutes). Replaces the floor's figures in bench/RESULTS.md;
+# with FLOOR_FLAGS it writes to $$OUT or /tmp instead. A smoke run (about 2 minutes), with
+# profiles:
+#   make bench-floor FLOOR_FLAGS='-floor-rounds 1 -floor-n 16 -floor-exec-rounds 30 -profile /tmp/cbxfloor'
+FLOOR_FLAGS ?=
+bench-floor:
+	@bench/run.sh -phases floor $(FLOOR_FLAGS)
 
 # The warm pool benchmark, cold against a pool of 8, side by side in each run (about 13 minutes
 # in all), written into bench/RESULTS.md's warm pool sections: 16 workers and 100 samples with

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/errdefs"
@@ -37,22 +38,48 @@ func hostFirewallError(what string, err error) error {
 }
 
 // protectNetworks puts the host firewall's rule on every bridge network of the project. It runs
-// after the networks exist and before any container starts.
-func (e *Engine) protectNetworks(ctx context.Context, project string) error {
-	nets, err := e.api.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labels.ComposeProjectLabel+"="+project))})
-	if err != nil {
-		return fmt.Errorf("list networks: %w", err)
+// after the networks exist and before any container starts. created are the networks Up made
+// itself: when they are all of the project's own, nobody else made any and no listing is needed.
+func (e *Engine) protectNetworks(ctx context.Context, p *types.Project, created []namedNetwork) error {
+	nets := created
+	if !allCreated(p, created) {
+		list, err := e.api.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labels.ComposeProjectLabel+"="+p.Name))})
+		if err != nil {
+			return fmt.Errorf("list networks: %w", err)
+		}
+		nets = nets[:0:0]
+		for _, n := range list {
+			if n.Driver != "bridge" {
+				continue // macvlan and others (an opt-in) never deliver to the host through a bridge
+			}
+			nets = append(nets, namedNetwork{n.Name, hostfw.Network{ID: n.ID, Bridge: hostfw.BridgeName(n.ID, n.Options)}})
+		}
 	}
 	for _, n := range nets {
-		if n.Driver != "bridge" {
-			continue // macvlan and others (an opt-in) never deliver to the host through a bridge
+		if err := e.fw.Protect(n.Network); err != nil {
+			return hostFirewallError("network "+n.name, err)
 		}
-		if err := e.fw.Protect(hostfw.Network{ID: n.ID, Bridge: hostfw.BridgeName(n.ID, n.Options)}); err != nil {
-			return hostFirewallError("network "+n.Name, err)
-		}
-		e.log.Debug("host firewall", "network", n.Name, "bridge", hostfw.BridgeName(n.ID, n.Options))
+		e.log.Debug("host firewall", "network", n.name, "bridge", n.Bridge)
 	}
 	return nil
+}
+
+// namedNetwork is a bridge network to protect, with its name for messages.
+type namedNetwork struct {
+	name string
+	hostfw.Network
+}
+
+// allCreated reports whether created holds every network of p that is the project's own (not
+// external): createNetworks makes only bridge networks, so these are all there is to protect.
+func allCreated(p *types.Project, created []namedNetwork) bool {
+	own := 0
+	for _, n := range p.Networks {
+		if !bool(n.External) {
+			own++
+		}
+	}
+	return own == len(created)
 }
 
 // buildNetwork makes sure BuildNetwork exists, is composebox's and has its firewall rule, and

@@ -17,6 +17,7 @@ import (
 	"github.com/docker/docker/errdefs"
 
 	cbxerr "github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/internal/hostfw"
 	"github.com/composebox/composebox/internal/subnets"
 )
 
@@ -82,10 +83,11 @@ func managedNetwork(n types.NetworkConfig) bool {
 
 // createNetworks creates the project's managed networks with explicit subnets, labelled as
 // compose labels its own, so that compose's create finds and uses them. Networks with the
-// user's own IPAM, other drivers and external ones are left to compose.
-func (e *Engine) createNetworks(ctx context.Context, p *types.Project) error {
+// user's own IPAM, other drivers and external ones are left to compose. It returns the
+// networks it created, for the host firewall.
+func (e *Engine) createNetworks(ctx context.Context, p *types.Project) ([]namedNetwork, error) {
 	if e.subnets.Disabled {
-		return nil
+		return nil, nil
 	}
 	var keys []string
 	for _, k := range slices.Sorted(maps.Keys(p.Networks)) {
@@ -94,21 +96,28 @@ func (e *Engine) createNetworks(ctx context.Context, p *types.Project) error {
 		}
 	}
 	if len(keys) == 0 {
-		return nil
+		return nil, nil
 	}
 	used, err := e.usedSubnets(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var created []namedNetwork
 	for _, k := range keys {
-		if used, err = e.createNetwork(ctx, p, k, used); err != nil {
-			return err
+		var n namedNetwork
+		if used, n, err = e.createNetwork(ctx, p, k, used); err != nil {
+			return created, err
+		}
+		if n.ID != "" {
+			created = append(created, n)
 		}
 	}
-	return nil
+	return created, nil
 }
 
-func (e *Engine) createNetwork(ctx context.Context, p *types.Project, key string, used []netip.Prefix) ([]netip.Prefix, error) {
+// createNetwork creates the network of p under key on a free managed subnet, and returns it
+// (its zero value when the network already existed: left by an interrupted attempt).
+func (e *Engine) createNetwork(ctx context.Context, p *types.Project, key string, used []netip.Prefix) ([]netip.Prefix, namedNetwork, error) {
 	n := p.Networks[key]
 	pool := e.pool
 	attempts := e.subnets.Attempts
@@ -125,12 +134,12 @@ func (e *Engine) createNetwork(ctx context.Context, p *types.Project, key string
 	for range attempts {
 		s, ok := e.alloc.pick(pool, used, time.Now())
 		if !ok {
-			return used, cbxerr.Wrap(ErrAddressPool, last, fmt.Sprintf(
+			return used, namedNetwork{}, cbxerr.Wrap(ErrAddressPool, last, fmt.Sprintf(
 				"create network %s: composebox's subnet pool %s is full (%d subnets, all in use or overlapping the host's routes): "+
 					"give a larger pool (orchestrator.WithSubnets, --subnet-pool) or remove stale samples (`composebox cleanup --stale`)",
 				n.Name, pool, pool.Size()))
 		}
-		_, err := e.api.NetworkCreate(ctx, n.Name, network.CreateOptions{
+		resp, err := e.api.NetworkCreate(ctx, n.Name, network.CreateOptions{
 			Driver:     n.Driver,
 			Options:    n.DriverOpts,
 			Internal:   n.Internal,
@@ -144,7 +153,7 @@ func (e *Engine) createNetwork(ctx context.Context, p *types.Project, key string
 			n.Ipam.Config = []*types.IPAMPool{{Subnet: s.String()}}
 			p.Networks[key] = n
 			e.log.Debug("managed subnet", "network", n.Name, "subnet", s)
-			return append(used, s), nil
+			return append(used, s), namedNetwork{n.Name, hostfw.Network{ID: resp.ID, Bridge: hostfw.BridgeName(resp.ID, n.DriverOpts)}}, nil
 		case isOverlap(err):
 			// Another process (or a network made outside composebox) got there first: the
 			// daemon's list now shows what else is taken.
@@ -156,12 +165,12 @@ func (e *Engine) createNetwork(ctx context.Context, p *types.Project, key string
 			}
 		case errdefs.IsConflict(err) || strings.Contains(err.Error(), "already exists"):
 			// Left by an interrupted attempt of this same sample: compose uses it as it is.
-			return used, nil
+			return used, namedNetwork{}, nil
 		default:
-			return used, fmt.Errorf("create network %s (subnet %s): %w", n.Name, s, err)
+			return used, namedNetwork{}, fmt.Errorf("create network %s (subnet %s): %w", n.Name, s, err)
 		}
 	}
-	return used, cbxerr.Wrap(ErrAddressPool, last, fmt.Sprintf(
+	return used, namedNetwork{}, cbxerr.Wrap(ErrAddressPool, last, fmt.Sprintf(
 		"create network %s: %d subnets of %s in a row were taken by other networks as composebox chose them", n.Name, attempts, pool))
 }
 

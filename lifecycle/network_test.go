@@ -117,7 +117,7 @@ func TestManagedSubnetConflictRetry(t *testing.T) {
 	t.Cleanup(func() { _, _ = e.Down(context.Background(), name, DownOptions{}) })
 	p := smokeProject(t, name, "unused", map[string]types.ServiceConfig{"default": {}})
 	// A stale view (nothing used), as if the occupying network appeared after the list.
-	used, err := e.createNetwork(t.Context(), p, "default", nil)
+	used, _, err := e.createNetwork(t.Context(), p, "default", nil)
 	if err != nil {
 		t.Fatalf("create network: %v", err)
 	}

@@ -61,10 +61,11 @@ func (e *Engine) Up(ctx context.Context, p *types.Project, opts UpOptions) error
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancel()
-	if err := e.createNetworks(cctx, p); err != nil {
+	created, err := e.createNetworks(cctx, p)
+	if err != nil {
 		return fmt.Errorf("up project %s: %w", p.Name, err)
 	}
-	err := e.compose.Create(cctx, p, api.CreateOptions{
+	err = e.compose.Create(cctx, p, api.CreateOptions{
 		Services:             services,
 		Recreate:             api.RecreateDiverged,
 		RecreateDependencies: api.RecreateDiverged,
@@ -80,7 +81,7 @@ func (e *Engine) Up(ctx context.Context, p *types.Project, opts UpOptions) error
 	}
 	if !opts.HostAccess {
 		// The containers exist but none has started: nothing has run in them yet.
-		if err := e.protectNetworks(cctx, p.Name); err != nil {
+		if err := e.protectNetworks(cctx, p, created); err != nil {
 			return fmt.Errorf("up project %s: %w", p.Name, err)
 		}
 	}

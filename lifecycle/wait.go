@@ -146,8 +146,8 @@ func Budget(hc *container.HealthConfig) time.Duration {
 //
 // Readiness does not wait for Docker's first probe, which Engine 20.10 runs only after the
 // healthcheck's interval (30 s by default): while Docker still says "starting", Wait runs the
-// healthcheck's test itself through exec, as the container's user and with its timeout,
-// starting at 50 ms and backing off. A service is ready when that probe succeeds or Docker
+// healthcheck's test itself through exec, as the container's user and with its timeout, at
+// once and then backing off from 50 ms. A service is ready when that probe succeeds or Docker
 // reports healthy; only Docker's own verdict can make it unhealthy. Docker's probe keeps the
 // steady state.
 func (e *Engine) Wait(ctx context.Context, p *types.Project, opts WaitOptions) ([]ServiceState, error) {
@@ -281,10 +281,19 @@ func probeArgv(test []string) []string {
 
 // await returns "" once the container is ready, the failure ("unhealthy", "exited") when it
 // fails, and "stopped" when ctx ends first.
+//
+// A container that runs with a healthcheck still "starting" is looked at once per probe, just
+// before it: the probe is what makes it ready, and an inspect every poll interval on top of it
+// would cost the daemon twenty inspects a second per container while a loaded host keeps the
+// probes failing. A probe the engine could not run (the container stopped under it) is followed
+// by a look at once, so that a crash still fails the wait without waiting for the next probe.
+// Everything else (a container not started yet, one without a healthcheck or with probing off)
+// is polled every interval.
 func (r *readiness) await(ctx context.Context) string {
 	s := r.s
+	// The first probe goes at once; each failure doubles the wait, from the poll interval.
 	backoff := DefaultPollInterval
-	nextProbe := time.Now().Add(backoff)
+	nextProbe := time.Now()
 	timer := time.NewTimer(r.interval)
 	defer timer.Stop()
 	for {
@@ -297,20 +306,29 @@ func (r *readiness) await(ctx context.Context) string {
 		case (s.State == "exited" && s.ExitCode != 0) || s.State == "dead":
 			return "exited"
 		}
-		if r.probe != nil && s.State == "running" && s.Health == "starting" && !time.Now().Before(nextProbe) {
-			if r.runProbe(ctx) {
-				s.Ready = true
-				return r.ready()
+		wait := r.interval
+		if r.probe != nil && s.State == "running" && s.Health == "starting" {
+			ran := true
+			if !time.Now().Before(nextProbe) {
+				var ok bool
+				if ok, ran = r.runProbe(ctx); ok {
+					s.Ready = true
+					return r.ready()
+				}
+				nextProbe = time.Now().Add(backoff)
+				backoff = min(2*backoff, r.probeMax)
 			}
-			backoff = min(2*backoff, r.probeMax)
-			nextProbe = time.Now().Add(backoff)
+			wait = max(time.Until(nextProbe), 0)
+			if !ran {
+				wait = 0
+			}
 		}
+		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return "stopped"
 		case <-timer.C:
 		}
-		timer.Reset(r.interval)
 		info, err := r.e.api.ContainerInspect(ctx, s.ContainerID)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -323,17 +341,19 @@ func (r *readiness) await(ctx context.Context) string {
 	}
 }
 
-func (r *readiness) runProbe(ctx context.Context) bool {
+// runProbe runs the healthcheck's test once. ok is its verdict; ran is false when the engine
+// could not run it at all (the container stopped, say), which the command's own failure is not.
+func (r *readiness) runProbe(ctx context.Context) (ok, ran bool) {
 	res, err := sandboxio.Exec(ctx, sandboxio.Target{Client: r.e.api, Container: r.s.ContainerID, User: r.s.User},
 		sandboxio.ExecRequest{Cmd: r.probe, Timeout: r.probeTimeout, OutputLimit: 4096})
 	if err != nil {
-		return false
+		return false, false
 	}
 	if res.ExitCode != 0 {
 		r.s.HealthOutput = res.StdoutText() + res.StderrText()
-		return false
+		return false, true
 	}
-	return true
+	return true, true
 }
 
 func observe(s *ServiceState, info container.InspectResponse) {

@@ -19,15 +19,19 @@ import (
 
 // results is everything the phases measured.
 type results struct {
-	Opts     options
-	Started  time.Time
-	Wall     time.Duration
-	TPCbx    *throughputResult
-	TPCLI    *throughputResult
-	CapCbx   *capacityResult
-	CapCLI   *capacityResult
-	Latency  *latencyResult
-	Problems []string
+	Opts    options
+	Started time.Time
+	Wall    time.Duration
+	TPCbx   *throughputResult
+	TPCLI   *throughputResult
+	CapCbx  *capacityResult
+	CapCLI  *capacityResult
+	Latency *latencyResult
+	Floor   *floorResult
+	// FloorWall is how long the floor phase took.
+	FloorWall time.Duration
+	Args      []string
+	Problems  []string
 	// Loads is the 1-minute load average as each phase started: the machine is shared.
 	Loads []string
 }
@@ -77,22 +81,26 @@ func runAll(ctx context.Context, o options) (err error) {
 	} else if n > 0 {
 		fmt.Fprintf(os.Stderr, "removed %d project(s) left by an earlier run\n", n)
 	}
-	if o.Baseline, err = probeBaseline(ctx, o.Compose); err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "baseline: %s\n", o.Baseline.Name())
-	if o.BaseImage, err = images.NewBuilder(c).Base(ctx); err != nil {
-		return fmt.Errorf("base image: %w", err)
-	}
-	if o.WebImage, err = buildWeb(ctx, o); err != nil {
-		return err
-	}
-	r.Opts = o
-
 	phases := map[string]bool{}
 	for _, p := range strings.Split(o.Phases, ",") {
 		phases[strings.TrimSpace(p)] = true
 	}
+	// The floor phase alone needs no compose CLI and no web image.
+	if phases["capacity"] || phases["throughput"] || phases["latency"] {
+		if o.Baseline, err = probeBaseline(ctx, o.Compose); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "baseline: %s\n", o.Baseline.Name())
+	}
+	if o.BaseImage, err = images.NewBuilder(c).Base(ctx); err != nil {
+		return fmt.Errorf("base image: %w", err)
+	}
+	if phases["throughput"] || phases["latency"] {
+		if o.WebImage, err = buildWeb(ctx, o); err != nil {
+			return err
+		}
+	}
+	r.Opts = o
 	// Each phase's work must end by its cumulative share of the budget, so that time a phase
 	// does not use goes to the next, and the whole run stays within the budget.
 	var total float64
@@ -102,7 +110,7 @@ func runAll(ctx context.Context, o options) (err error) {
 		}
 	}
 	if total == 0 {
-		return fmt.Errorf("no phase selected by -phases %q (capacity, throughput, latency)", o.Phases)
+		return fmt.Errorf("no phase selected by -phases %q (capacity, throughput, floor, latency)", o.Phases)
 	}
 	var cum float64
 	step := func(name string, out any) {
@@ -113,7 +121,12 @@ func runAll(ctx context.Context, o options) (err error) {
 		load := loadAverage()
 		r.Loads = append(r.Loads, fmt.Sprintf("%s %s", name, load))
 		fmt.Fprintf(os.Stderr, "== %s (at %s, until %s; load average %s)\n", name, time.Since(r.Started).Round(time.Second), o.Deadline.Sub(r.Started).Round(time.Second), load)
-		if err := runChild(ctx, name, o, out); err != nil {
+		t0 := time.Now()
+		err := runChild(ctx, name, o, out)
+		if name == "floor" {
+			r.FloorWall = time.Since(t0)
+		}
+		if err != nil {
 			r.Problems = append(r.Problems, fmt.Sprintf("%s: %v", name, err))
 			fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		}
@@ -140,13 +153,29 @@ func runAll(ctx context.Context, o options) (err error) {
 			machine = string(b)
 		}
 	}
-	fmt.Print(renderText(r))
-	if o.Out != "" {
+	floorOnly := len(phases) == 1 && phases["floor"]
+	if !floorOnly {
+		fmt.Print(renderText(r))
+	}
+	if r.Floor != nil {
+		fmt.Print(floorText(r))
+	}
+	if o.Out == "" {
+		return nil
+	}
+	if !floorOnly {
 		if err := os.WriteFile(o.Out, []byte(renderMarkdown(r, machine)+keptSections(o.Out)), 0o644); err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "wrote %s\n", o.Out)
 	}
+	if r.Floor != nil {
+		// The full run's rewrite kept the floor section's heading and prose; its figures go
+		// between the markers.
+		if err := writeFloorSection(o.Out, renderFloor(r, machine)); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "wrote %s\n", o.Out)
 	return nil
 }
 
@@ -166,6 +195,7 @@ var phaseOrder = []struct {
 	{"capacity-composebox", "capacity", 0.39, func(r *results) any { r.CapCbx = &capacityResult{}; return r.CapCbx }},
 	{"throughput-composebox", "throughput", 0.145, func(r *results) any { r.TPCbx = &throughputResult{}; return r.TPCbx }},
 	{"throughput-baseline", "throughput", 0.195, func(r *results) any { r.TPCLI = &throughputResult{}; return r.TPCLI }},
+	{"floor", "floor", 0.33, func(r *results) any { r.Floor = &floorResult{}; return r.Floor }},
 	{"latency", "latency", 0.13, func(r *results) any { r.Latency = &latencyResult{}; return r.Latency }},
 }
 
@@ -210,15 +240,16 @@ func buildWeb(ctx context.Context, o options) (string, error) {
 
 // keptSections is what a rewrite of path keeps of it: the sections other benchmarks write into
 // the same file, which this one did not measure. They come after this one's: `make
-// bench-pool`'s (its heading, its runs between their markers, and their reading) and `make
-// bench-api`'s; everything from the first of them to the end of the file is kept.
+// bench-floor`'s (its heading and prose, its figures between markers), `make bench-pool`'s (its
+// heading, its runs between their markers, and their reading) and `make bench-api`'s;
+// everything from the first of them to the end of the file is kept.
 func keptSections(path string) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}
 	s, first := string(b), -1
-	for _, head := range []string{poolSection, "<!-- bench-pool", apiSection} {
+	for _, head := range []string{floorHeading, "<!-- " + floorSection, poolSection, "<!-- bench-pool", apiSection} {
 		if i := strings.Index(s, "\n"+head); i >= 0 && (first < 0 || i < first) {
 			first = i
 		}

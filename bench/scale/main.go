@@ -9,7 +9,11 @@
 //     first error;
 //  3. latency: p50 and p95 of SampleInit-to-ready against `compose up --wait`, and of Exec
 //     (`true`) against `docker exec` (and `compose exec`);
-//  4. the peak RSS of the composebox process at the capacity target.
+//  4. the peak RSS of the composebox process at the capacity target;
+//  5. floor: a bare Engine API client doing one sample's whole work (bench/projects/floor by
+//     hand) against composebox doing it through the library, batches alternating; samples per
+//     minute, each step's time, and exec latency against the bare create/attach/inspect
+//     (floor.go). `-phases floor` runs it alone (`make bench-floor`).
 //
 // Usage:
 //
@@ -50,6 +54,14 @@ type options struct {
 	Out                 string        `json:"out"`
 	Machine             string        `json:"machine"`
 	Budget              time.Duration `json:"budget"`
+	FloorN              int           `json:"floor_n"`
+	FloorConcurrency    int           `json:"floor_concurrency"`
+	FloorRounds         int           `json:"floor_rounds"`
+	FloorExecRounds     int           `json:"floor_exec_rounds"`
+	FloorProject        string        `json:"floor_project"`
+	Profile             string        `json:"profile"`
+	// Args are the program's arguments, for the report.
+	Args []string `json:"args,omitempty"`
 
 	// Set by the parent for its children.
 	Work      string   `json:"work"`
@@ -72,7 +84,7 @@ const (
 	benchWebRepo = "cbxbench/web"
 )
 
-var benchTasks = []string{taskCbx, taskCbxCap, taskCLI}
+var benchTasks = []string{taskCbx, taskCbxCap, taskCLI, taskFloor}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -105,14 +117,24 @@ func run(ctx context.Context, args []string) int {
 	fs.StringVar(&o.Compose, "compose", "bin/docker-compose-v2", "baseline compose CLI (compose v2 binary, else docker-compose v1)")
 	fs.StringVar(&o.Project, "project", "testdata/projects/multi-service", "throughput and latency project")
 	fs.StringVar(&o.CapacityProject, "capacity-project", "bench/projects/two-service", "capacity project")
-	fs.StringVar(&o.Phases, "phases", "capacity,throughput,latency", "phases to run, comma-separated")
+	fs.IntVar(&o.FloorN, "floor-n", 48, "floor: samples per batch")
+	fs.IntVar(&o.FloorConcurrency, "floor-concurrency", 16, "floor: samples in flight per batch")
+	fs.IntVar(&o.FloorRounds, "floor-rounds", 3, "floor: rounds of one batch per side")
+	fs.IntVar(&o.FloorExecRounds, "floor-exec-rounds", 100, "floor: exec latency rounds")
+	fs.StringVar(&o.FloorProject, "floor-project", "bench/projects/floor", "floor: composebox's project (the bare client does the same by hand)")
+	fs.StringVar(&o.Profile, "profile", "", "floor: write CPU profiles of each batch and block and mutex profiles of composebox's batches into this directory")
+	fs.StringVar(&o.Phases, "phases", "capacity,throughput,floor,latency", "phases to run, comma-separated")
 	fs.StringVar(&o.Out, "out", "", "also write the results as Markdown to this file")
 	fs.StringVar(&o.Machine, "machine", "", "file with the machine description for the Markdown")
-	fs.DurationVar(&o.Budget, "budget", 18*time.Minute, "time for the measured work of all phases; each phase must stop by its cumulative share")
+	fs.DurationVar(&o.Budget, "budget", 24*time.Minute, "time for the measured work of all phases; each phase must stop by its cumulative share")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	for _, p := range []*string{&o.Compose, &o.Project, &o.CapacityProject} {
+	o.Args = args
+	for _, p := range []*string{&o.Compose, &o.Project, &o.CapacityProject, &o.FloorProject, &o.Profile} {
+		if *p == "" {
+			continue
+		}
 		if abs, err := filepath.Abs(*p); err == nil {
 			*p = abs
 		}
@@ -164,6 +186,8 @@ func runPhase(ctx context.Context, name string, o options) (any, error) {
 		return capacityCLI(ctx, o)
 	case "latency":
 		return latencyBoth(ctx, o)
+	case "floor":
+		return floorBoth(ctx, o)
 	}
 	return nil, fmt.Errorf("unknown phase %q", name)
 }

@@ -36,8 +36,10 @@ type throughputResult struct {
 	ExecMS     []float64 `json:"exec_ms"`
 	FileMS     []float64 `json:"file_ms"`
 	TeardownMS []float64 `json:"teardown_ms"`
-	PeakRSSKB  int64     `json:"peak_rss_kb,omitempty"`
-	TimedOut   bool      `json:"timed_out,omitempty"`
+	// PhaseMS splits InitMS where the side can tell (network, create, start, ready).
+	PhaseMS   map[string][]float64 `json:"phase_ms,omitempty"`
+	PeakRSSKB int64                `json:"peak_rss_kb,omitempty"`
+	TimedOut  bool                 `json:"timed_out,omitempty"`
 }
 
 type capacityResult struct {
@@ -125,17 +127,32 @@ func newOrchestrator(o options) (*orchestrator.Orchestrator, error) {
 // steps times the steps of one sample.
 type steps struct {
 	init, exec, file, teardown time.Duration
-	last                       time.Time
+	last, phaseAt              time.Time
+	// phases split init finer, where a side can tell: network, create, start, ready.
+	phases map[string]time.Duration
 }
 
-func newSteps() *steps { return &steps{last: time.Now()} }
+func newSteps() *steps {
+	now := time.Now()
+	return &steps{last: now, phaseAt: now, phases: map[string]time.Duration{}}
+}
 
 // mark ends a step: its time is the time since the previous mark.
 func (s *steps) mark(d *time.Duration) {
 	now := time.Now()
 	*d = now.Sub(s.last)
-	s.last = now
+	s.last, s.phaseAt = now, now
 }
+
+// phase ends a phase of init: its time is the time since the previous phase or mark.
+func (s *steps) phase(name string) {
+	now := time.Now()
+	s.phases[name] = now.Sub(s.phaseAt)
+	s.phaseAt = now
+}
+
+// set records a phase measured elsewhere.
+func (s *steps) set(name string, d time.Duration) { s.phases[name] = d }
 
 // every calls report every d until the returned stop is called: a long phase's progress line.
 func every(d time.Duration, report func()) (stop func()) {
@@ -189,6 +206,12 @@ func pushThrough(ctx context.Context, side string, n, conc int, work func(ctx co
 					res.ExecMS = append(res.ExecMS, ms(st.exec))
 					res.FileMS = append(res.FileMS, ms(st.file))
 					res.TeardownMS = append(res.TeardownMS, ms(st.teardown))
+					for name, d := range st.phases {
+						if res.PhaseMS == nil {
+							res.PhaseMS = map[string][]float64{}
+						}
+						res.PhaseMS[name] = append(res.PhaseMS[name], ms(d))
+					}
 				}
 				mu.Unlock()
 			}

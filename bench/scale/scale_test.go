@@ -3,8 +3,11 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/composebox/composebox/cleanup/labels"
 )
@@ -101,5 +104,86 @@ func TestKeptSections(t *testing.T) {
 	write("# r\n\n## Results\n")
 	if got := keptSections(p); got != "" {
 		t.Fatalf("no section: got %q, want empty", got)
+	}
+}
+
+// The bare client's services are the floor project's, so that both sides of the floor do the
+// same work.
+func TestFloorProjectMatches(t *testing.T) {
+	b, err := os.ReadFile("../projects/floor/compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Services map[string]struct {
+			Image       string   `yaml:"image"`
+			Command     []string `yaml:"command"`
+			DependsOn   any      `yaml:"depends_on"`
+			Healthcheck struct {
+				Test     []string `yaml:"test"`
+				Interval string   `yaml:"interval"`
+				Timeout  string   `yaml:"timeout"`
+				Retries  int      `yaml:"retries"`
+			} `yaml:"healthcheck"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	if len(file.Services) != len(floorServices) {
+		t.Fatalf("the project has %d services, the bare client %d", len(file.Services), len(floorServices))
+	}
+	for _, svc := range floorServices {
+		s, ok := file.Services[svc.name]
+		if !ok {
+			t.Errorf("service %s: not in the project", svc.name)
+			continue
+		}
+		hc := s.Healthcheck
+		if s.Image != "${COMPOSEBOX_BASE_IMAGE}" || !slices.Equal(s.Command, svc.cmd) || !slices.Equal(hc.Test, svc.probe) || s.DependsOn != nil {
+			t.Errorf("service %s: project has image %s, command %q, test %q, depends_on %v; the bare client runs the base image, %q, %q, no order",
+				svc.name, s.Image, s.Command, hc.Test, s.DependsOn, svc.cmd, svc.probe)
+		}
+		if hc.Interval != floorHealthInterval.String() || hc.Timeout != floorHealthTimeout.String() || hc.Retries != floorHealthRetries {
+			t.Errorf("service %s: healthcheck every %s, timeout %s, %d retries; the bare client's: %s, %s, %d",
+				svc.name, hc.Interval, hc.Timeout, hc.Retries, floorHealthInterval, floorHealthTimeout, floorHealthRetries)
+		}
+	}
+}
+
+// The floor's figures go between their markers: before the other benchmarks' sections the
+// first time, in place after that, and a full run's rewrite keeps them.
+func TestWriteFloorSection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "RESULTS.md")
+	if err := os.WriteFile(path, []byte("# results\n\nfigures\n\n"+poolSection+" (x)\n\npool\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range []string{"first run\n", "second run\n"} {
+		if err := writeFloorSection(path, run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# results\n\nfigures\n\n" + floorHeading + " (`make bench-floor`)\n\n<!-- bench-floor:begin -->\nsecond run\n<!-- bench-floor:end -->\n\n" + poolSection + " (x)\n\npool\n"
+	if string(b) != want {
+		t.Errorf("file:\n%s\nwant:\n%s", b, want)
+	}
+	if kept := keptSections(path); !strings.HasPrefix(kept, "\n"+floorHeading) || !strings.Contains(kept, "second run") || !strings.Contains(kept, poolSection) {
+		t.Errorf("a full run keeps %q", kept)
+	}
+}
+
+// The bare client's networks get consecutive /27s of its pool, wrapping at the end.
+func TestFloorSubnets(t *testing.T) {
+	b := &bareClient{next: 2046}
+	var got []string
+	for range 3 {
+		got = append(got, b.subnet())
+	}
+	if want := []string{"10.219.255.192/27", "10.219.255.224/27", "10.219.0.0/27"}; !slices.Equal(got, want) {
+		t.Errorf("subnets %v, want %v", got, want)
 	}
 }
