@@ -94,19 +94,22 @@ func (o *Orchestrator) Prune(ctx context.Context, opts PruneOptions) (PruneRepor
 }
 
 func (o *Orchestrator) pruneProjects(ctx context.Context, sel backend.Selector, opts PruneOptions) ([]PrunedProject, error) {
-	planned, err := o.backend.Sweep(ctx, sel, backend.RemoveOptions{DryRun: true})
-	if err != nil {
-		return nil, o.engineLost(err)
+	// Over several engines, one that does not answer leaves its projects out of the plan: the
+	// others' are removed all the same, and the error names it.
+	planned, planErr := o.backend.Sweep(ctx, sel, backend.RemoveOptions{DryRun: true})
+	if planErr != nil && len(planned) == 0 {
+		return nil, o.engineLost(planErr)
 	}
+	planErr = o.engineLost(planErr)
 	out := []PrunedProject{}
 	if opts.DryRun {
 		for _, r := range planned {
 			out = append(out, PrunedProject{Project: r.Project})
 		}
-		return out, nil
+		return out, planErr
 	}
 	if len(planned) == 0 {
-		return out, nil
+		return out, planErr
 	}
 	names := make([]string, len(planned))
 	for i, r := range planned {
@@ -138,7 +141,7 @@ func (o *Orchestrator) pruneProjects(ctx context.Context, sel backend.Selector, 
 		}
 	}
 	o.pruneCache(ctx)
-	return out, o.engineLost(err)
+	return out, errors.Join(planErr, o.engineLost(err))
 }
 
 // pruneCache forgets cached samples whose projects are gone and holds of dead processes. The

@@ -67,7 +67,7 @@ func Doctor(ctx context.Context, opts Options) Report {
 	c, info, err := connect(ctx, opts)
 	// The engine health check (health.go), in its four states, second after the daemon line;
 	// over the connection just made when there is one.
-	hopts := HealthOptions{}
+	hopts := HealthOptions{Client: opts.Client}
 	if err == nil {
 		hopts.Client = c
 	}

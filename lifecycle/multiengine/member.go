@@ -2,6 +2,7 @@ package multiengine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -116,17 +117,30 @@ func (m *member) ready(ctx context.Context) error {
 		return nil
 	}
 	if _, err := m.ping(ctx, readyTimeout); err != nil {
-		return &downError{err: err}
+		return newDownError(err)
 	}
 	return nil
 }
 
-// downError is the error of a call not made because the engine was found down: it keeps the
-// engine's own error, so that Unreachable still recognises it, and is ErrUnavailable.
-type downError struct{ err error }
+// downError is the error of a call not made because the engine was found down. It is
+// ErrUnavailable (the engine may come back), not the ping's ErrPrerequisite, and keeps the
+// engine's own error beneath, so that Unreachable still recognises it.
+type downError struct {
+	msg   string
+	cause error
+}
 
-func (e *downError) Error() string   { return "down: " + e.err.Error() }
-func (e *downError) Unwrap() []error { return []error{e.err, errdefs.ErrUnavailable} }
+func newDownError(err error) *downError {
+	cause := err
+	var e *errdefs.Error
+	if errors.As(err, &e) && e.Category == errdefs.ErrPrerequisite && e.Cause != nil {
+		cause = e.Cause
+	}
+	return &downError{msg: err.Error(), cause: cause}
+}
+
+func (e *downError) Error() string   { return "down: " + e.msg }
+func (e *downError) Unwrap() []error { return []error{e.cause, errdefs.ErrUnavailable} }
 
 // refresh makes sure what placement knows of the engine is recent: whether it answers, and
 // how many samples it holds.
