@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
@@ -11,9 +12,10 @@ import (
 	"github.com/composebox/composebox/internal/hostfw"
 )
 
-// PruneHostFirewall removes the host firewall's rules of networks the engine no longer has:
-// what a teardown interrupted between removing a network and its rule left, or a network
-// removed behind composebox's back. It returns how many rules it removed. A host without the
+// PruneHostFirewall removes the host firewall's rules of networks the engine no longer has and
+// whose bridge is gone from this host: what a teardown interrupted between removing a network
+// and its rule left, or a network removed behind composebox's back. The rules of another
+// engine's networks on this same host stay. It returns how many rules it removed. A host without the
 // firewall has none to remove.
 func PruneHostFirewall(ctx context.Context, c client.APIClient) (int, error) {
 	fw := hostfw.New()
@@ -37,7 +39,9 @@ func PruneHostFirewall(ctx context.Context, c client.APIClient) (int, error) {
 	}
 	var doomed []hostfw.Rule
 	for _, r := range rules {
-		if !existing[r.ID] {
+		// A network this engine does not have may be another engine's on this same host
+		// (several engines, one machine): its bridge is still here, and so is its rule.
+		if _, err := net.InterfaceByName(r.Bridge); !existing[r.ID] && err != nil {
 			doomed = append(doomed, r)
 		}
 	}
