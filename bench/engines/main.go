@@ -61,6 +61,8 @@ type options struct {
 	Out        string
 	Section    string
 	Seed       uint64
+	Order      string
+	Rounds     int
 }
 
 func main() {
@@ -75,6 +77,8 @@ func main() {
 	flag.StringVar(&o.Out, "out", "", "also write the results into this Markdown file's section")
 	flag.StringVar(&o.Section, "section", "bench-engines", "name of the Markdown section's markers")
 	flag.Uint64Var(&o.Seed, "seed", 1, "seed of the placement workload")
+	flag.IntVar(&o.Rounds, "rounds", 2, "rounds of the throughput runs, the order reversed every other round")
+	flag.StringVar(&o.Order, "order", "0,1,2,3", "throughput runs in this order: 0 is one engine reached directly, n > 0 is n engines through WithEngines")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -403,8 +407,20 @@ func throughputBench(ctx context.Context, o options) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("seed the engines: %w", err)
 	}
+	// Rounds alternate the order of the runs (as given, then reversed), so that the load of
+	// the moment weighs on every configuration alike; each configuration's rounds add up.
 	var runs []run
-	for _, n := range []int{0, 1, 2, 3} {
+	byConfig := map[int]int{}
+	order := runOrder(o.Order)
+	var plan []int
+	for round := range max(o.Rounds, 1) {
+		next := slices.Clone(order)
+		if round%2 == 1 {
+			slices.Reverse(next)
+		}
+		plan = append(plan, next...)
+	}
+	for _, n := range plan {
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
@@ -426,10 +442,15 @@ func throughputBench(ctx context.Context, o options) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		if i, ok := byConfig[n]; ok {
+			runs[i] = runs[i].add(r)
+			continue
+		}
+		byConfig[n] = len(runs)
 		runs = append(runs, r)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "### Throughput on private engines\n\n%d samples per run, %d in flight: `SampleInit` (the base image, `tail -f /dev/null`), one `Exec` of `true`, `Cleanup`. The private dockerds run on this same host (vfs storage driver, their own bridges), so more engines add no CPU: the figures show what spreading costs and what it does not buy on one machine, not the scaling of real hosts. The orchestrator's own start bound (`Limits.Starts`, 2 × CPUs by default, for all engines together) is in force in every run. Before the runs, one sample on each of the %d private engines at once brought the base image there from the host's engine, streamed (%s, not timed in the runs); each run then starts with one untimed sample per engine (its warm-up column).\n\n", o.Samples, o.Workers, len(ds), seed.warmup.Round(time.Millisecond))
+	fmt.Fprintf(&b, "### Throughput on private engines\n\n%d rounds (the order of the runs reversed every other round, figures added up over the rounds) of %d samples per run, %d in flight: `SampleInit` (the base image, `tail -f /dev/null`), one `Exec` of `true`, `Cleanup`. The private dockerds run on this same host (vfs storage driver, their own bridges), so more engines add no CPU: the figures show what spreading costs and what it does not buy on one machine, not the scaling of real hosts. The orchestrator's own start bound (`Limits.Starts`, 2 × CPUs by default, for all engines together) is in force in every run. Before the runs, one sample on each of the %d private engines at once brought the base image there from the host's engine, streamed (%s, not timed in the runs); each run then starts with one untimed sample per engine (its warm-up column).\n\n", max(o.Rounds, 1), o.Samples, o.Workers, len(ds), seed.warmup.Round(time.Millisecond))
 	b.WriteString("| run | samples/min | vs direct | SampleInit p50 | p95 | done | failed | where | warm-up |\n|---|---:|---:|---:|---:|---:|---:|---|---:|\n")
 	var direct float64
 	for _, r := range runs {
@@ -456,6 +477,20 @@ func throughputBench(ctx context.Context, o options) (string, error) {
 	}
 	b.WriteString("\n")
 	return b.String(), nil
+}
+
+// add is two rounds of one configuration as one.
+func (r run) add(o run) run {
+	r.wall += o.wall
+	r.done += o.done
+	r.failed += o.failed
+	r.firstErr = cmp.Or(r.firstErr, o.firstErr)
+	r.ready = append(r.ready, o.ready...)
+	for k, v := range o.placement {
+		r.placement[k] += v
+	}
+	r.warmup += o.warmup
+	return r
 }
 
 func mapsKeys(m map[string]int) func(func(string) bool) {
@@ -573,3 +608,15 @@ services:
 }
 
 func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+// runOrder reads -order.
+func runOrder(s string) []int {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		var n int
+		if _, err := fmt.Sscanf(strings.TrimSpace(f), "%d", &n); err == nil && n >= 0 && n <= 3 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
