@@ -123,8 +123,9 @@ bench-api: build
 # Several engines (bench/engines), written into bench/RESULTS.md's own section: placement on 50
 # fake engines (10,000 placements: decision time, imbalance, image locality, against random and
 # round robin), then samples/min on 1, 2 and 3 private dockerds on this host against one
-# reached directly (root; a few minutes). A smoke run that writes nowhere:
-#   make bench-engines ENGINES_FLAGS='-placements 1000 -n 6 -workers 4 -out='
+# reached directly, in two rounds of reversed order (root; 10 to 20 minutes on 2 busy cores).
+# A smoke run that writes nowhere:
+#   make bench-engines ENGINES_FLAGS='-placements 1000 -n 6 -workers 4 -rounds 1 -out='
 ENGINES_FLAGS ?=
 bench-engines:
 	$(GO) run ./bench/engines -out bench/RESULTS.md $(ENGINES_FLAGS)
