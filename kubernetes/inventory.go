@@ -85,6 +85,9 @@ func (b *Backend) projects(ctx context.Context) ([]backend.Project, error) {
 	out := make([]backend.Project, 0, len(list.Items))
 	for _, ns := range list.Items {
 		a := ns.Annotations
+		if a[labels.ComposeProjectLabel] == "" {
+			continue // composebox-labelled, but no sample's (a test's service account, say)
+		}
 		p := backend.Project{Name: ns.Name, Task: a[labels.LabelTask], Sample: a[labels.LabelSample], Owner: a[labels.LabelOwner],
 			Created: ns.CreationTimestamp.Time, Networks: 1, Pool: ns.Labels[labels.LabelPool]}
 		if t, err := time.Parse(time.RFC3339, a[labels.LabelCreated]); err == nil {

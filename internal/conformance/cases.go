@@ -754,6 +754,10 @@ func failureCases() []Case {
 // killContainer kills the sandbox's container and waits until the engine sees it stopped.
 func killContainer(t *testing.T, e *Env) {
 	t.Helper()
+	if e.kill != nil {
+		e.kill(t, e.SB)
+		return
+	}
 	c := testutil.Docker(t)
 	if err := c.ContainerKill(t.Context(), e.SB.ContainerID(), "KILL"); err != nil {
 		t.Fatalf("kill container: %v", err)

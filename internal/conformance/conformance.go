@@ -58,6 +58,18 @@ type Env struct {
 	UID  int
 	// Dir is a directory private to the case, writable by User, under /tmp.
 	Dir string
+
+	kill func(t *testing.T, sb Sandbox)
+}
+
+// Option tunes Run for a backend.
+type Option func(*Env)
+
+// WithKill kills the container under a sandbox, as the "unavailable" cases need, and returns
+// once its backend reports it stopped: the default kills a Docker container; other backends
+// give their own.
+func WithKill(kill func(t *testing.T, sb Sandbox)) Option {
+	return func(e *Env) { e.kill = kill }
 }
 
 // Root reports whether the default user is root.
@@ -66,7 +78,7 @@ func (e *Env) Root() bool { return e.UID == 0 }
 // Run runs every case for every user in Users, in parallel within a user. newSandbox must
 // return a running sandbox whose default user is user and register its removal with
 // t.Cleanup.
-func Run(t *testing.T, newSandbox func(t *testing.T, user string) Sandbox) {
+func Run(t *testing.T, newSandbox func(t *testing.T, user string) Sandbox, opts ...Option) {
 	for _, user := range Users {
 		t.Run("user="+user, func(t *testing.T) {
 			shared := newSandbox(t, user)
@@ -82,6 +94,9 @@ func Run(t *testing.T, newSandbox func(t *testing.T, user string) Sandbox) {
 						sb = newSandbox(t, user)
 					}
 					e := &Env{SB: sb, User: user, UID: uid, Dir: privateDir(t, sb)}
+					for _, o := range opts {
+						o(e)
+					}
 					c.Run(t, e)
 				})
 			}
