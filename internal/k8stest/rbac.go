@@ -14,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 )
 
@@ -99,4 +101,20 @@ func (e Env) ServiceAccount(t testing.TB) *rest.Config {
 	cfg := &rest.Config{Host: admin.Host, BearerToken: tok.Status.Token, TLSClientConfig: rest.TLSClientConfig{
 		CAFile: admin.TLSClientConfig.CAFile, CAData: admin.TLSClientConfig.CAData, ServerName: admin.TLSClientConfig.ServerName}}
 	return cfg
+}
+
+// Kubeconfig writes cfg as a kubeconfig file in a temporary directory of the test, for a
+// process or a command that takes one.
+func Kubeconfig(t testing.TB, cfg *rest.Config) string {
+	t.Helper()
+	c := clientcmdapi.NewConfig()
+	c.Clusters["composebox"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthority: cfg.CAFile, CertificateAuthorityData: cfg.CAData}
+	c.AuthInfos["composebox"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	c.Contexts["composebox"] = &clientcmdapi.Context{Cluster: "composebox", AuthInfo: "composebox"}
+	c.CurrentContext = "composebox"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*c, path); err != nil {
+		t.Fatalf("write kubeconfig: %v", err)
+	}
+	return path
 }
