@@ -358,3 +358,26 @@ func TestClaimRace(t *testing.T) {
 		}
 	}
 }
+
+// A SampleInit that fails (a service that exits at once) tears down what it made: no
+// namespace of the task is left, and the error says why.
+func TestFailedSampleInitLeavesNothing(t *testing.T) {
+	c := newCluster(t)
+	o := c.orchestrator(t)
+	name := uniqueTask("fail")
+	task := taskInit(t, o, orchestrator.TaskSpec{Name: name, YAML: []byte(keepAlive + `
+  broken:
+    image: ${COMPOSEBOX_BASE_IMAGE}
+    command: ["sh", "-c", "echo giving up; exit 3"]
+`)})
+	s, err := task.SampleInit(t.Context(), orchestrator.SampleSpec{})
+	if s != nil {
+		t.Cleanup(func() { _ = s.Cleanup(context.Background()) })
+	}
+	if err == nil || !strings.Contains(err.Error(), "exit code 3") || !strings.Contains(err.Error(), "giving up") {
+		t.Fatalf("sample init: %v, want the exit code and the log tail", err)
+	}
+	if left := c.namespaces(t, name); len(left) != 0 {
+		t.Fatalf("namespaces left by the failed SampleInit: %v", left)
+	}
+}
