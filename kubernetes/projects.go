@@ -7,7 +7,6 @@ import (
 	"math"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -32,7 +31,7 @@ const (
 )
 
 // namespaceLabels are the composebox labels a namespace carries, copied from a service.
-var namespaceLabels = []string{labels.LabelManaged, labels.LabelTask, labels.LabelSample, labels.LabelOwner, labels.LabelCreated}
+var namespaceLabels = []string{labels.LabelManaged, labels.LabelTask, labels.LabelSample, labels.LabelOwner, labels.LabelCreated, labels.LabelPool}
 
 var invalidLabelValue = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
 
@@ -90,6 +89,8 @@ func (b *Backend) Up(ctx context.Context, p *types.Project, opts backend.UpOptio
 	nsLabels := map[string]string{}
 	for _, k := range namespaceLabels {
 		if v, ok := first.Labels[k]; ok {
+			nsLabels[k] = v
+		} else if v, ok := first.CustomLabels[k]; ok {
 			nsLabels[k] = v
 		}
 	}
@@ -235,13 +236,12 @@ func (b *Backend) podFor(ctx context.Context, p *types.Project, svc types.Servic
 	if err != nil {
 		return nil, err
 	}
-	svcLabels := maps.Clone(svc.Labels)
-	if svcLabels == nil {
-		svcLabels = map[string]string{}
-	}
+	svcLabels := map[string]string{}
+	maps.Copy(svcLabels, svc.Labels)
+	maps.Copy(svcLabels, svc.CustomLabels)
 	svcLabels[labels.ComposeProjectLabel] = p.Name
 	svcLabels[labels.ComposeServiceLabel] = svc.Name
-	lbl, ann := metaFor(svcLabels)
+	lbl, ann := podMeta(svcLabels)
 	workdir, user := svc.WorkingDir, svc.User
 	if img, err := b.docker.ImageInspect(ctx, svc.Image); err == nil && img.Config != nil {
 		if workdir == "" {
@@ -254,33 +254,10 @@ func (b *Backend) podFor(ctx context.Context, p *types.Project, svc types.Servic
 	_ = info
 	ann[annotationWorkdir], ann[annotationUser] = workdir, user
 
-	sc := &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(svc.ReadOnly)}
-	if svc.Privileged {
-		sc.Privileged, sc.AllowPrivilegeEscalation = ptr(true), ptr(true)
-	}
-	if len(svc.CapAdd)+len(svc.CapDrop) > 0 {
-		sc.Capabilities = &corev1.Capabilities{}
-		for _, c := range svc.CapAdd {
-			sc.Capabilities.Add = append(sc.Capabilities.Add, corev1.Capability(strings.TrimPrefix(c, "CAP_")))
-		}
-		for _, c := range svc.CapDrop {
-			sc.Capabilities.Drop = append(sc.Capabilities.Drop, corev1.Capability(strings.TrimPrefix(c, "CAP_")))
-		}
-	}
-	if user != "" {
-		uid, gid, err := numericUser(user)
-		if err != nil {
-			return nil, fail(err.Error())
-		}
-		sc.RunAsUser = &uid
-		if gid >= 0 {
-			sc.RunAsGroup = &gid
-		}
-	}
 	c := corev1.Container{
 		Name: name, Image: ref, ImagePullPolicy: corev1.PullIfNotPresent,
 		Command: svc.Entrypoint, Args: svc.Command, WorkingDir: svc.WorkingDir,
-		SecurityContext: sc, TTY: svc.Tty, Stdin: svc.StdinOpen,
+		TTY: svc.Tty, Stdin: svc.StdinOpen,
 		ReadinessProbe: probe(svc.HealthCheck),
 	}
 	for _, k := range slices.Sorted(maps.Keys(svc.Environment)) {
@@ -309,30 +286,13 @@ func (b *Backend) podFor(ctx context.Context, p *types.Project, svc types.Servic
 			ShareProcessNamespace: svc.Init,
 		},
 	}
+	if err := b.secure(ctx, svc, pod); err != nil {
+		return nil, err
+	}
 	return pod, nil
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// numericUser parses uid[:gid]; names need the image's passwd, which a pod spec cannot use.
-func numericUser(u string) (uid, gid int64, err error) {
-	us, gs, hasGroup := strings.Cut(u, ":")
-	uid, err = strconv.ParseInt(us, 10, 64)
-	if err != nil {
-		if us == "root" {
-			uid = 0
-		} else {
-			return 0, 0, fmt.Errorf("user %q by name (only numeric uid[:gid])", u)
-		}
-	}
-	gid = -1
-	if hasGroup {
-		if gid, err = strconv.ParseInt(gs, 10, 64); err != nil {
-			return 0, 0, fmt.Errorf("group %q by name (only numeric uid[:gid])", u)
-		}
-	}
-	return uid, gid, nil
-}
 
 // probe turns a healthcheck into an exec readiness probe.
 func probe(hc *types.HealthCheckConfig) *corev1.Probe {

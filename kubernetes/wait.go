@@ -69,6 +69,7 @@ func (b *Backend) wait(ctx context.Context, p *types.Project, services []string,
 		}
 		st, reason := podState(pod, p.Services[svc].HealthCheck != nil)
 		states[svc] = st
+		modes.Store(st.ContainerID, modeOf(pod.Annotations))
 		if reason != "" {
 			return b.podFailure(context.WithoutCancel(ctx), pod, reason)
 		}
@@ -165,6 +166,10 @@ func podState(pod *corev1.Pod, health bool) (backend.ServiceState, string) {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
 			return st, "FailedScheduling: " + c.Message
 		}
+	}
+	if pod.Status.Phase == corev1.PodFailed && len(pod.Status.ContainerStatuses) == 0 {
+		// Refused by the node before any container started (a forbidden sysctl, say).
+		return st, pod.Status.Reason + ": " + pod.Status.Message
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		switch {
