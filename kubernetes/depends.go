@@ -134,24 +134,37 @@ func meets(pod *corev1.Pod, cond string, health bool) (backend.ServiceState, boo
 }
 
 // podWatch follows a namespace's pods through an informer: a consistent view of every
-// service's pod, and a signal at each change.
+// service's pod, and a signal at each change. A second informer follows the readiness probes'
+// failures (the kubelet's Unhealthy events), which the pod's status does not count.
 type podWatch struct {
 	ns      string
 	mu      sync.Mutex
 	pods    map[string]*corev1.Pod // by service
+	probes  map[string]map[string]probeEvent // by pod, then event
 	changed chan struct{}
 	stop    chan struct{}
 	once    sync.Once
 }
 
-// watchPods starts an informer on ns's composebox pods and waits for its first list.
+// probeEvent is one (aggregated) Unhealthy event: how many failures it counts, and the last
+// one's message.
+type probeEvent struct {
+	count   int
+	message string
+	last    time.Time
+}
+
+// watchPods starts the informers on ns's composebox pods and probe failures, and waits for
+// their first lists.
 func (b *Backend) watchPods(ctx context.Context, ns string) (*podWatch, error) {
-	lw := cache.NewFilteredListWatchFromClient(b.cs.CoreV1().RESTClient(), "pods", ns, func(o *metav1.ListOptions) {
-		o.LabelSelector = labels.ComposeProjectLabel + "=" + labelValue(ns)
-	})
-	inf := cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
-	w := &podWatch{ns: ns, pods: map[string]*corev1.Pod{}, changed: make(chan struct{}), stop: make(chan struct{})}
-	set := func(obj any, gone bool) {
+	w := &podWatch{ns: ns, pods: map[string]*corev1.Pod{}, probes: map[string]map[string]probeEvent{},
+		changed: make(chan struct{}), stop: make(chan struct{})}
+	// signal wakes the waiters; the caller holds w.mu.
+	signal := func() {
+		close(w.changed)
+		w.changed = make(chan struct{})
+	}
+	setPod := func(obj any, gone bool) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
@@ -167,22 +180,61 @@ func (b *Backend) watchPods(ctx context.Context, ns string) (*podWatch, error) {
 		} else {
 			w.pods[svc] = pod
 		}
-		close(w.changed)
-		w.changed = make(chan struct{})
+		signal()
 	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { set(o, false) },
-		UpdateFunc: func(_, o any) { set(o, false) },
-		DeleteFunc: func(o any) { set(o, true) },
-	}); err != nil {
-		return nil, fmt.Errorf("kubernetes: watch pods of %s: %w", ns, err)
+	setEvent := func(obj any) {
+		ev, ok := obj.(*corev1.Event)
+		if !ok || ev.InvolvedObject.Kind != "Pod" || !strings.HasPrefix(ev.Message, "Readiness probe") {
+			return
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		m := w.probes[ev.InvolvedObject.Name]
+		if m == nil {
+			m = map[string]probeEvent{}
+			w.probes[ev.InvolvedObject.Name] = m
+		}
+		m[string(ev.UID)] = probeEvent{count: int(max(1, ev.Count)), message: ev.Message, last: ev.LastTimestamp.Time}
+		signal()
 	}
-	go inf.Run(w.stop)
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+	pods := cache.NewSharedIndexInformer(cache.NewFilteredListWatchFromClient(b.cs.CoreV1().RESTClient(), "pods", ns, func(o *metav1.ListOptions) {
+		o.LabelSelector = labels.ComposeProjectLabel + "=" + labelValue(ns)
+	}), &corev1.Pod{}, 0, cache.Indexers{})
+	events := cache.NewSharedIndexInformer(cache.NewFilteredListWatchFromClient(b.cs.CoreV1().RESTClient(), "events", ns, func(o *metav1.ListOptions) {
+		o.FieldSelector = "reason=Unhealthy"
+	}), &corev1.Event{}, 0, cache.Indexers{})
+	for _, h := range []struct {
+		inf cache.SharedIndexInformer
+		fn  cache.ResourceEventHandlerFuncs
+	}{
+		{pods, cache.ResourceEventHandlerFuncs{AddFunc: func(o any) { setPod(o, false) }, UpdateFunc: func(_, o any) { setPod(o, false) }, DeleteFunc: func(o any) { setPod(o, true) }}},
+		{events, cache.ResourceEventHandlerFuncs{AddFunc: setEvent, UpdateFunc: func(_, o any) { setEvent(o) }}},
+	} {
+		if _, err := h.inf.AddEventHandler(h.fn); err != nil {
+			return nil, fmt.Errorf("kubernetes: watch pods of %s: %w", ns, err)
+		}
+		go h.inf.Run(w.stop)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), pods.HasSynced, events.HasSynced) {
 		w.close()
 		return nil, fmt.Errorf("kubernetes: watch pods of %s: %w", ns, context.Cause(ctx))
 	}
 	return w, nil
+}
+
+// probeFailures is how many times pod's readiness probe failed, and the last failure's
+// output.
+func (w *podWatch) probeFailures(pod string) (int, string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, msg, last := 0, "", time.Time{}
+	for _, e := range w.probes[pod] {
+		n += e.count
+		if !e.last.Before(last) {
+			msg, last = e.message, e.last
+		}
+	}
+	return n, msg
 }
 
 func (w *podWatch) close() { w.once.Do(func() { close(w.stop) }) }
@@ -232,6 +284,14 @@ func (b *Backend) await(ctx context.Context, w *podWatch, p *types.Project, cond
 				continue
 			}
 			st, ok, why := meets(pod, conds[svc], p.Services[svc].HealthCheck != nil)
+			if !ok && why == "" && st.State == backend.StateRunning && st.Health != "" && conditionRank(conds[svc]) == conditionRank(conditionReady) {
+				// Docker calls a service unhealthy after its healthcheck's retries in a row
+				// failed; a pod never ready yet has had nothing but failures.
+				if n, msg := w.probeFailures(pod.Name); n >= probeThreshold(pod) {
+					st.Health = backend.HealthUnhealthy
+					why = "unhealthy: " + msg
+				}
+			}
 			states[svc] = st
 			if why != "" {
 				failed = b.notMet(context.WithoutCancel(ctx), p.Name, pod, st, why, start, budget)
@@ -260,13 +320,16 @@ func (b *Backend) await(ctx context.Context, w *podWatch, p *types.Project, cond
 				late = append(late, states[svc])
 			}
 		}
-		return out, b.notReadyError(context.WithoutCancel(ctx), p.Name, "timeout", start, budget, late)
+		return out, b.notReadyError(context.WithoutCancel(ctx), p.Name, "timeout", start, budget, late, "")
 	}
 	return out, nil
 }
 
 // notMet is the error for a service whose pod will never meet its condition.
 func (b *Backend) notMet(ctx context.Context, project string, pod *corev1.Pod, st backend.ServiceState, why string, start time.Time, budget time.Duration) error {
+	if st.Health == backend.HealthUnhealthy {
+		return b.notReadyError(ctx, project, backend.HealthUnhealthy, start, budget, []backend.ServiceState{st}, strings.TrimPrefix(why, "unhealthy: "))
+	}
 	if st.State != "exited" && !isCrashLoop(why) {
 		return b.podFailure(ctx, pod, why)
 	}
@@ -278,13 +341,22 @@ func (b *Backend) notMet(ctx context.Context, project string, pod *corev1.Pod, s
 			}
 		}
 	}
-	return b.notReadyError(ctx, project, "exited", start, budget, []backend.ServiceState{st})
+	return b.notReadyError(ctx, project, "exited", start, budget, []backend.ServiceState{st}, "")
+}
+
+// probeThreshold is how many readiness failures in a row make the pod's service unhealthy.
+func probeThreshold(pod *corev1.Pod) int {
+	if pr := pod.Spec.Containers[0].ReadinessProbe; pr != nil && pr.FailureThreshold > 0 {
+		return int(pr.FailureThreshold)
+	}
+	return 3
 }
 
 func isCrashLoop(why string) bool { return strings.HasPrefix(why, "CrashLoopBackOff") }
 
-// notReadyError is lifecycle's error, each service with its pod's last log lines.
-func (b *Backend) notReadyError(ctx context.Context, project, reason string, start time.Time, budget time.Duration, states []backend.ServiceState) error {
+// notReadyError is lifecycle's error, each service with its pod's last log lines (and, for
+// an unhealthy one, its last probe's output).
+func (b *Backend) notReadyError(ctx context.Context, project, reason string, start time.Time, budget time.Duration, states []backend.ServiceState, probe string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	nr := &lifecycle.NotReadyError{Project: project, Reason: reason, Waited: time.Since(start), Budget: budget}
@@ -294,6 +366,9 @@ func (b *Backend) notReadyError(ctx context.Context, project, reason string, sta
 		}
 		ls := lifecycle.ServiceState{Service: s.Service, ContainerID: s.ContainerID, Container: s.Container, State: s.State,
 			Health: s.Health, ExitCode: s.ExitCode, OOMKilled: s.OOMKilled, WorkingDir: s.WorkingDir, User: s.User}
+		if s.Health == backend.HealthUnhealthy {
+			ls.HealthOutput = strings.TrimPrefix(strings.TrimPrefix(probe, "Readiness probe failed:"), " ")
+		}
 		if s.ContainerID != "" {
 			if ns, pod, err := splitID(s.ContainerID); err == nil {
 				ls.Logs = b.logTail(ctx, ns, pod)

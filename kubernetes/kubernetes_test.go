@@ -28,7 +28,11 @@ func newBackend(t *testing.T) *kubernetes.Backend {
 	t.Helper()
 	env := k8stest.Load(t)
 	testutil.Docker(t)
-	b, err := kubernetes.New(kubernetes.Options{Kubeconfig: env.Kubeconfig, Registry: env.Registry})
+	var dns []string
+	if env.DNS != "" {
+		dns = []string{env.DNS}
+	}
+	b, err := kubernetes.New(kubernetes.Options{Kubeconfig: env.Kubeconfig, Registry: env.Registry, DNS: dns})
 	if err != nil {
 		t.Fatal(err)
 	}
