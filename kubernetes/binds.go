@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 
+	"github.com/composebox/composebox/compose"
 	"github.com/composebox/composebox/internal/errdefs"
 )
 
@@ -46,8 +47,9 @@ const (
 	bindsName = "composebox-binds"
 	bindsDir  = "/composebox-binds"
 	// The init container waits on a FIFO that the unpacking exec writes to once the archive
-	// is in place. Either side makes the FIFO, whichever comes first; neither polls.
-	bindsFIFO   = "/tmp/.composebox-binds"
+	// is in place. Either side makes the FIFO, whichever comes first; neither polls. It lives
+	// at the emptyDir's top, which no service mounts (each bind is a directory below it).
+	bindsFIFO   = bindsDir + "/.ready"
 	bindsWait   = `mkfifo ` + bindsFIFO + ` 2>/dev/null; read -r _ <` + bindsFIFO
 	bindsUnpack = `tar -xf - -C ` + bindsDir + ` && { mkfifo ` + bindsFIFO + ` 2>/dev/null; echo done >` + bindsFIFO + `; }`
 )
@@ -90,14 +92,14 @@ func bindsOf(p *types.Project, svc types.ServiceConfig) ([]bind, error) {
 		case err != nil:
 			return nil, errdefs.Wrap(errdefs.ErrInvalidConfig, err, "kubernetes: service "+svc.Name+": bind "+v.Source)
 		case !fi.IsDir() && !fi.Mode().IsRegular():
-			return nil, fail(fmt.Sprintf("a %s does not map onto a pod: only files and directories are copied", kind(fi.Mode())))
+			return nil, fail(fmt.Sprintf("%s does not map onto a pod: only files and directories are copied", compose.DescribeMode(fi.Mode())))
 		}
 		b.file = !fi.IsDir()
 		src := v.Source
 		if r, err := filepath.EvalSymlinks(src); err == nil {
 			src = r
 		}
-		if !within(taskDir, src) {
+		if !compose.Within(src, taskDir) {
 			if fi.IsDir() {
 				if entries, err := os.ReadDir(src); err == nil && len(entries) == 0 {
 					out = append(out, b) // an empty directory arrives as one
@@ -119,24 +121,6 @@ func bindsOf(p *types.Project, svc types.ServiceConfig) ([]bind, error) {
 	return out, nil
 }
 
-// within reports p inside dir (or dir itself).
-func within(dir, p string) bool {
-	rel, err := filepath.Rel(dir, p)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
-}
-
-func kind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	case m&fs.ModeNamedPipe != 0:
-		return "named pipe"
-	}
-	return "special file"
-}
-
 // treeSize is the bytes of a file or a tree's regular files; anything but files, directories
 // and symbolic links fails.
 func treeSize(root string) (int64, error) {
@@ -154,7 +138,7 @@ func treeSize(root string) (int64, error) {
 			n += fi.Size()
 		case t.IsDir(), t&fs.ModeSymlink != 0:
 		default:
-			return fmt.Errorf("%s is a %s, which does not map onto a pod", p, kind(t))
+			return fmt.Errorf("%s is %s, which does not map onto a pod", p, compose.DescribeMode(t))
 		}
 		return nil
 	})
@@ -346,18 +330,7 @@ func (b *Backend) deliverBinds(ctx context.Context, w *podWatch, p *types.Projec
 // execIn runs argv in one named container of a pod (the exec calls of exec.go run in the
 // service's own) and returns its exit code.
 func (b *Backend) execIn(ctx context.Context, ns, pod, container string, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	opts := &corev1.PodExecOptions{Container: container, Command: argv, Stdin: stdin != nil, Stdout: true, Stderr: true}
-	req := b.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
-		VersionedParams(opts, scheme.ParameterCodec)
-	ws, err := remotecommand.NewWebSocketExecutor(b.cfg, http.MethodGet, req.URL().String())
-	if err != nil {
-		return 0, err
-	}
-	spdy, err := remotecommand.NewSPDYExecutor(b.cfg, http.MethodPost, req.URL())
-	if err != nil {
-		return 0, err
-	}
-	ex, err := remotecommand.NewFallbackExecutor(ws, spdy, httpstream.IsUpgradeFailure)
+	ex, err := b.executor(ns, pod, &corev1.PodExecOptions{Container: container, Command: argv, Stdin: stdin != nil, Stdout: true, Stderr: true})
 	if err != nil {
 		return 0, err
 	}
@@ -367,4 +340,19 @@ func (b *Backend) execIn(ctx context.Context, ns, pod, container string, argv []
 		return exit.ExitStatus(), nil
 	}
 	return 0, err
+}
+
+// executor is one exec call's executor: WebSocket, falling back to SPDY.
+func (b *Backend) executor(ns, pod string, opts *corev1.PodExecOptions) (remotecommand.Executor, error) {
+	req := b.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
+		VersionedParams(opts, scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(b.cfg, http.MethodGet, req.URL().String())
+	if err != nil {
+		return nil, err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(b.cfg, http.MethodPost, req.URL())
+	if err != nil {
+		return nil, err
+	}
+	return remotecommand.NewFallbackExecutor(ws, spdy, httpstream.IsUpgradeFailure)
 }
