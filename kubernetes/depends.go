@@ -139,7 +139,7 @@ func meets(pod *corev1.Pod, cond string, health bool) (backend.ServiceState, boo
 type podWatch struct {
 	ns      string
 	mu      sync.Mutex
-	pods    map[string]*corev1.Pod // by service
+	pods    map[string]*corev1.Pod           // by service
 	probes  map[string]map[string]probeEvent // by pod, then event
 	changed chan struct{}
 	stop    chan struct{}
