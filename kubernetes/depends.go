@@ -215,9 +215,16 @@ func (b *Backend) watchPods(ctx context.Context, ns string) (*podWatch, error) {
 		}
 		go h.inf.Run(w.stop)
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), pods.HasSynced, events.HasSynced) {
+	// The reflectors retry an API server that does not answer for ever: the first lists get
+	// the start timeout.
+	sctx, cancel := context.WithTimeout(ctx, b.start)
+	defer cancel()
+	if !cache.WaitForCacheSync(sctx.Done(), pods.HasSynced, events.HasSynced) {
 		w.close()
-		return nil, fmt.Errorf("kubernetes: watch pods of %s: %w", ns, context.Cause(ctx))
+		if ctx.Err() == nil {
+			return nil, errdefs.New(errdefs.ErrTimeout, fmt.Sprintf("kubernetes: watch pods of %s: no list within %s", ns, b.start))
+		}
+		return nil, fmt.Errorf("kubernetes: watch pods of %s: %w", ns, ctx.Err())
 	}
 	return w, nil
 }
