@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"maps"
-	"net/http"
 	"path"
 	"slices"
 	"strconv"
@@ -18,8 +17,6 @@ import (
 
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/composebox/composebox/internal/errdefs"
@@ -113,18 +110,7 @@ func (b *Backend) stream(ctx context.Context, container string, argv []string, s
 	if err != nil {
 		return 0, err
 	}
-	opts := &corev1.PodExecOptions{Command: argv, Stdin: stdin != nil, Stdout: true, Stderr: !tty, TTY: tty}
-	req := b.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
-		VersionedParams(opts, scheme.ParameterCodec)
-	ws, err := remotecommand.NewWebSocketExecutor(b.cfg, http.MethodGet, req.URL().String())
-	if err != nil {
-		return 0, err
-	}
-	spdy, err := remotecommand.NewSPDYExecutor(b.cfg, http.MethodPost, req.URL())
-	if err != nil {
-		return 0, err
-	}
-	ex, err := remotecommand.NewFallbackExecutor(ws, spdy, httpstream.IsUpgradeFailure)
+	ex, err := b.executor(ns, pod, &corev1.PodExecOptions{Command: argv, Stdin: stdin != nil, Stdout: true, Stderr: !tty, TTY: tty})
 	if err != nil {
 		return 0, err
 	}

@@ -30,7 +30,11 @@ func newBackend(t *testing.T) *kubernetes.Backend {
 	t.Helper()
 	env := k8stest.Load(t)
 	testutil.Docker(t)
-	b, err := kubernetes.New(kubernetes.Options{Config: env.ServiceAccount(t), Registry: env.Registry})
+	var dns []string
+	if env.DNS != "" {
+		dns = []string{env.DNS}
+	}
+	b, err := kubernetes.New(kubernetes.Options{Config: env.ServiceAccount(t), Registry: env.Registry, DNS: dns})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -73,10 +72,10 @@ func dnsName(s string) string {
 	return s
 }
 
-// Up creates the project's namespace, a headless Service per name and a pod per service, in
-// dependency order: a service whose dependencies must be started or healthy waits for them
-// first, as compose does. It is idempotent under retries: every name is deterministic and an
-// existing object is kept.
+// Up creates the project's namespace, its network policies and volumes, a headless Service per
+// name and a pod per service, in dependency waves (depends.go): a service whose dependencies
+// must be started, healthy or completed waits for them first, as compose does. It is
+// idempotent under retries: every name is deterministic and an existing object is kept.
 func (b *Backend) Up(ctx context.Context, p *types.Project, opts backend.UpOptions) error {
 	if len(p.Services) == 0 {
 		return errdefs.New(errdefs.ErrInvalidConfig, "kubernetes up "+p.Name+": no services")
@@ -100,77 +99,13 @@ func (b *Backend) Up(ctx context.Context, p *types.Project, opts backend.UpOptio
 	if _, err := b.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("kubernetes up %s: create namespace: %w", p.Name, err)
 	}
-	order, err := serviceOrder(p)
-	if err != nil {
+	if err := b.createPolicies(ctx, p, opts); err != nil {
 		return err
 	}
-	progress := func(svc, status string) {
-		if opts.OnProgress != nil {
-			opts.OnProgress(svc, status)
-		}
+	if err := b.createVolumes(ctx, p); err != nil {
+		return err
 	}
-	for _, name := range order {
-		svc := p.Services[name]
-		var waitFor []string
-		for dep, d := range svc.DependsOn {
-			if d.Condition == types.ServiceConditionHealthy || d.Condition == types.ServiceConditionCompletedSuccessfully {
-				waitFor = append(waitFor, dep)
-			}
-		}
-		if len(waitFor) > 0 {
-			if _, err := b.wait(ctx, p, waitFor, opts.Wait); err != nil {
-				return fmt.Errorf("kubernetes up %s: dependencies of %s: %w", p.Name, name, err)
-			}
-		}
-		progress(name, "creating")
-		pod, err := b.podFor(ctx, p, svc)
-		if err != nil {
-			return err
-		}
-		if _, err := b.cs.CoreV1().Pods(p.Name).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("kubernetes up %s: create pod %s: %w", p.Name, pod.Name, err)
-		}
-		progress(name, "created")
-		for _, host := range hostNames(name, svc) {
-			if err := b.createService(ctx, p.Name, host, name); err != nil {
-				return err
-			}
-		}
-		progress(name, "started")
-	}
-	return nil
-}
-
-// serviceOrder is the services in dependency order, dependencies first.
-func serviceOrder(p *types.Project) ([]string, error) {
-	var order []string
-	seen := map[string]int{}
-	var visit func(string) error
-	visit = func(n string) error {
-		switch seen[n] {
-		case 1:
-			return errdefs.New(errdefs.ErrInvalidConfig, "dependency cycle through "+n)
-		case 2:
-			return nil
-		}
-		seen[n] = 1
-		for _, dep := range slices.Sorted(maps.Keys(p.Services[n].DependsOn)) {
-			if _, ok := p.Services[dep]; ok {
-				if err := visit(dep); err != nil {
-					return err
-				}
-			}
-		}
-		seen[n] = 2
-		order = append(order, n)
-		return nil
-	}
-	for _, n := range slices.Sorted(maps.Keys(p.Services)) {
-		if err := visit(n); err != nil {
-			return nil, err
-		}
-	}
-	return order, nil
+	return b.startWaves(ctx, p, opts)
 }
 
 // hostNames are the names a service answers to on its networks: its name, its aliases and
@@ -216,14 +151,6 @@ func (b *Backend) podFor(ctx context.Context, p *types.Project, svc types.Servic
 	name := dnsName(svc.Name)
 	if name == "" {
 		return nil, errdefs.New(errdefs.ErrInvalidConfig, fmt.Sprintf("kubernetes: service name %q makes no DNS name", svc.Name))
-	}
-	for _, v := range svc.Volumes {
-		if v.Type != types.VolumeTypeTmpfs {
-			return nil, fail(v.Type + " volume " + v.Target)
-		}
-	}
-	if len(svc.Ports) > 0 {
-		return nil, fail("published ports")
 	}
 	if svc.Image == "" {
 		return nil, errdefs.New(errdefs.ErrInvalidConfig, "kubernetes: service "+svc.Name+" has no image")
@@ -289,6 +216,11 @@ func (b *Backend) podFor(ctx context.Context, p *types.Project, svc types.Servic
 	if err := b.secure(ctx, svc, pod); err != nil {
 		return nil, err
 	}
+
+	// Compose's semantics beyond the container itself: networks, volumes and binds, ports.
+	if err := b.composeSemantics(ctx, p, svc, pod); err != nil {
+		return nil, err
+	}
 	return pod, nil
 }
 
@@ -325,34 +257,6 @@ func probe(hc *types.HealthCheckConfig) *corev1.Probe {
 	return pr
 }
 
-// resources maps cpus and memory limits (the service's own or its deploy section's).
-func resources(svc types.ServiceConfig) corev1.ResourceRequirements {
-	cpus, mem := float64(svc.CPUS), int64(svc.MemLimit)
-	if svc.Deploy != nil && svc.Deploy.Resources.Limits != nil {
-		if l := svc.Deploy.Resources.Limits; l.NanoCPUs > 0 && cpus == 0 {
-			cpus = float64(l.NanoCPUs)
-		}
-		if l := svc.Deploy.Resources.Limits; l.MemoryBytes > 0 && mem == 0 {
-			mem = int64(l.MemoryBytes)
-		}
-	}
-	var r corev1.ResourceRequirements
-	if cpus > 0 || mem > 0 {
-		r.Limits = corev1.ResourceList{}
-	}
-	if cpus > 0 {
-		r.Limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(cpus*1000), resource.DecimalSI)
-	}
-	if mem > 0 {
-		r.Limits[corev1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
-	}
-	if svc.PidsLimit > 0 {
-		// A pod-level pids limit is the kubelet's configuration, not the pod's: left to it.
-		_ = svc.PidsLimit
-	}
-	return r
-}
-
 // Down deletes the project's namespace and waits until it is gone; a namespace that stays
 // Terminating is reported with its finalizers and conditions.
 func (b *Backend) Down(ctx context.Context, project string, opts backend.DownOptions) (backend.Removed, error) {
@@ -360,6 +264,9 @@ func (b *Backend) Down(ctx context.Context, project string, opts backend.DownOpt
 	pods, err := b.cs.CoreV1().Pods(project).List(ctx, listOpts(labels.ManagedFilter))
 	if err == nil {
 		rm.Containers = len(pods.Items)
+	}
+	if claims, err := b.cs.CoreV1().PersistentVolumeClaims(project).List(ctx, listOpts(labels.ManagedFilter)); err == nil {
+		rm.Volumes = len(claims.Items)
 	}
 	grace := int64(1)
 	if opts.Grace < 0 {
@@ -369,7 +276,8 @@ func (b *Backend) Down(ctx context.Context, project string, opts backend.DownOpt
 	}
 	err = b.cs.CoreV1().Namespaces().Delete(ctx, project, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 	if apierrors.IsNotFound(err) {
-		return rm, nil
+		_, err := b.removeVolumes(ctx, project) // left by an earlier Down that timed out
+		return rm, err
 	}
 	if err != nil {
 		return rm, fmt.Errorf("kubernetes down %s: delete namespace: %w", project, err)
@@ -383,7 +291,8 @@ func (b *Backend) Down(ctx context.Context, project string, opts backend.DownOpt
 		return rm, err
 	}
 	rm.Networks = 1
-	return rm, nil
+	_, err = b.removeVolumes(ctx, project)
+	return rm, err
 }
 
 // waitNamespaceGone watches the namespace until it is deleted.
