@@ -145,9 +145,6 @@ func (b *Backend) createService(ctx context.Context, ns, host, service string) e
 
 // podFor maps one compose service onto a bare pod.
 func (b *Backend) podFor(ctx context.Context, p *types.Project, svc types.ServiceConfig) (*corev1.Pod, error) {
-	fail := func(what string) error {
-		return notSupported(fmt.Sprintf("service %s: %s", svc.Name, what))
-	}
 	name := dnsName(svc.Name)
 	if name == "" {
 		return nil, errdefs.New(errdefs.ErrInvalidConfig, fmt.Sprintf("kubernetes: service name %q makes no DNS name", svc.Name))
