@@ -21,10 +21,17 @@ build:
 
 # Unit and real-engine integration tests, Go then Python (test-python, which installs the Python
 # test dependencies it lacks). The leak check fails the run if the tests left any composebox
-# container, network or volume behind.
-test:
+# container, network, volume or namespace behind.
+#
+# The Kubernetes tests run on the local cluster, which make k8s brings up first (building its
+# binaries once); COMPOSEBOX_K8S_REQUIRED makes a test that finds no cluster fail rather than
+# skip. Until the Kubernetes tests have passed on the local cluster they are opt-in:
+# `make test K8S=1` brings the cluster up and requires them; the default leaves the cluster out,
+# and its tests skip, saying so.
+K8S ?= 0
+test: $(if $(filter 0,$(K8S)),,k8s)
 	@scripts/leakcheck.sh snapshot
-	@status=0; \
+	@status=0; $(if $(filter 0,$(K8S)),,export COMPOSEBOX_K8S_REQUIRED=1;) \
 	$(GO) test -race $(TEST_FLAGS) $(RACE_PKGS) || status=1; \
 	$(GO) test -race $(TEST_FLAGS) -run '$(FAKE_TESTS)' $(FAKE_PKGS) || status=1; \
 	$(GO) test $(TEST_FLAGS) $(PLAIN_PKGS) || status=1; \
@@ -72,7 +79,8 @@ docker:
 
 # A real single-node Kubernetes cluster on this machine (root, Debian): a test fixture and a way
 # to try the Kubernetes backend. Builds its binaries once into /var/cache/composebox-k8s (about
-# ten minutes cold on 2 cores), then starts in seconds; writes bin/k8s/env. A no-op while it runs.
+# ten minutes cold on 2 idle cores), then starts in seconds; writes bin/k8s/env. A no-op while
+# it runs. make test depends on it.
 k8s: docker
 	@scripts/k8s/up.sh
 

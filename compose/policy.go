@@ -200,6 +200,10 @@ var defaultCapabilities = []string{
 	"SETFCAP", "SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "KILL", "AUDIT_WRITE",
 }
 
+// DefaultCapabilities is Docker's default capability set, for a backend that must grant
+// exactly what a Docker container gets.
+func DefaultCapabilities() []string { return slices.Clone(defaultCapabilities) }
+
 var defaultSockets = []string{"/var/run/docker.sock", "/run/docker.sock"}
 
 // DefaultPolicy denies every opt-in and sets no limits. The docker socket paths include the one

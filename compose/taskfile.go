@@ -104,11 +104,11 @@ func withinRoots(path, resolved string, roots []string) error {
 }
 
 func notRegular(path string, mode fs.FileMode) error {
-	return errdefs.New(ErrInvalidConfig, fmt.Sprintf("read %s: %s, not a regular file", path, describeMode(mode)))
+	return errdefs.New(ErrInvalidConfig, fmt.Sprintf("read %s: %s, not a regular file", path, DescribeMode(mode)))
 }
 
-// describeMode names a file type for messages.
-func describeMode(mode fs.FileMode) string {
+// DescribeMode names a file type for messages ("a socket").
+func DescribeMode(mode fs.FileMode) string {
 	switch {
 	case mode&fs.ModeNamedPipe != 0:
 		return "a FIFO"
@@ -283,7 +283,7 @@ func walkContext(ctx context.Context, dir string, pm *patternmatcher.PatternMatc
 		case mode.IsDir(), mode&fs.ModeSymlink != 0:
 		default:
 			return errdefs.New(ErrInvalidConfig, fmt.Sprintf("build context %s: %s is %s: a build context holds regular files, directories and symlinks only (exclude it in .dockerignore)",
-				dir, rel, describeMode(mode)))
+				dir, rel, DescribeMode(mode)))
 		}
 		if visit != nil {
 			return visit(rel, path, fi)

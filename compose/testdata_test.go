@@ -51,6 +51,15 @@ func TestTestdataProjects(t *testing.T) {
 		"x-default": func(t *testing.T, r *Resolution, p *types.Project, plan ImagePlan) {
 			wantOrder(t, p, "main", "helper")
 		},
+		"build-x-default": func(t *testing.T, r *Resolution, p *types.Project, plan ImagePlan) {
+			wantOrder(t, p, "app", "api")
+			if c := p.Services["app"].DependsOn["api"].Condition; c != types.ServiceConditionHealthy {
+				t.Errorf("app depends on api with %q, want service_healthy", c)
+			}
+			if len(plan.Builds) != 1 || plan.Builds[0].Service != "app" || plan.Builds[0].Args["BASE"] == "" {
+				t.Errorf("plan = %+v, want app built FROM the base image", plan)
+			}
+		},
 		"init-sidecar": func(t *testing.T, r *Resolution, p *types.Project, plan ImagePlan) {
 			wantOrder(t, p, "default", "setup")
 			if c := p.Services["default"].DependsOn["setup"].Condition; c != types.ServiceConditionCompletedSuccessfully {

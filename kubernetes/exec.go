@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
-	"net/http"
 	"path"
 	"slices"
 	"strconv"
@@ -17,8 +17,6 @@ import (
 
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/composebox/composebox/internal/errdefs"
@@ -27,26 +25,33 @@ import (
 
 // The exec subresource has no working directory, environment or user of its own, and
 // cancelling its stream kills nothing in the container. So every command runs under a small
-// shell wrapper: it changes directory, then execs env(1), which sets the environment plus a
-// marker variable unique to the call; a command that must be killed is found, children and
-// all, by that marker in /proc/PID/environ. A command that clears its environment escapes the
-// kill (as a process that leaves its process group does on Docker's).
+// shell wrapper (userScript): it resolves the user and switches to it, changes directory, then
+// execs env(1), which sets the environment plus a marker variable unique to the call; a
+// command that must be killed is found, children and all, by that marker in
+// /proc/PID/environ, by a second exec as the same user (root without CAP_SYS_PTRACE may not
+// read another user's environ). A command that clears its environment escapes the kill (as a
+// process that leaves its process group does on Docker's).
 const (
 	execMarker = "COMPOSEBOX_EXEC_ID"
 	// codeNoCwd is the wrapper's exit code for a working directory that does not exist.
-	codeNoCwd    = 240
-	wrapScript   = `d=$1; shift; if [ -n "$d" ]; then cd -- "$d" 2>/dev/null || exit 240; fi; exec env "$@"`
-	detachScript = `d=$1; shift; if [ -n "$d" ]; then cd -- "$d" 2>/dev/null || exit 240; fi; env "$@" </dev/null >/dev/null 2>&1 & echo $!`
-	killScript   = `for s in STOP KILL; do for p in /proc/[0-9]*; do n=${p#/proc/}; [ "$n" = "$$" ] && continue
-tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "$1" && kill -$s "$n" 2>/dev/null; done; done; exit 0`
+	codeNoCwd  = 240
+	runTail    = `exec "$@"`
+	detachTail = `"$@" </dev/null >/dev/null 2>&1 & echo $!`
+	// killScript stops then kills every process whose environment holds $1, scanning again
+	// until a scan finds none, so that a child forked during a scan goes too.
+	killScript = `i=0; while [ $i -lt 20 ]; do i=$((i+1)); found=
+for p in /proc/[0-9]*; do n=${p#/proc/}; [ "$n" = "$$" ] && continue
+tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "$1" && kill -STOP "$n" 2>/dev/null && found="$found $n"; done
+[ -n "$found" ] || exit 0; kill -KILL $found 2>/dev/null; done; exit 0`
 )
 
-// errStop is what a capture returns past a strict limit: the stream stops and the command is
-// killed.
+// errStop is what a capture returns past a strict limit, and a limitWriter past its limit:
+// the stream stops and the command is killed.
 var errStop = errors.New("output limit reached")
 
 // capture keeps a stream's last limit bytes (or, strict, its first), counts all, and passes
-// every byte to the caller's writer and the streaming feed.
+// every byte to the caller's writer and the streaming feed. A writer that fails stops the
+// command (onFail), as a full disk would stop a pipe.
 type capture struct {
 	limit   int
 	strict  bool
@@ -56,6 +61,7 @@ type capture struct {
 	w       io.Writer
 	deliver func([]byte)
 	onStop  func()
+	onFail  func(error)
 }
 
 func (c *capture) Write(p []byte) (int, error) {
@@ -65,6 +71,9 @@ func (c *capture) Write(p []byte) (int, error) {
 	}
 	if c.w != nil {
 		if _, err := c.w.Write(p); err != nil {
+			if c.onFail != nil {
+				c.onFail(err)
+			}
 			return 0, err
 		}
 	}
@@ -101,18 +110,7 @@ func (b *Backend) stream(ctx context.Context, container string, argv []string, s
 	if err != nil {
 		return 0, err
 	}
-	opts := &corev1.PodExecOptions{Command: argv, Stdin: stdin != nil, Stdout: true, Stderr: !tty, TTY: tty}
-	req := b.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
-		VersionedParams(opts, scheme.ParameterCodec)
-	ws, err := remotecommand.NewWebSocketExecutor(b.cfg, http.MethodGet, req.URL().String())
-	if err != nil {
-		return 0, err
-	}
-	spdy, err := remotecommand.NewSPDYExecutor(b.cfg, http.MethodPost, req.URL())
-	if err != nil {
-		return 0, err
-	}
-	ex, err := remotecommand.NewFallbackExecutor(ws, spdy, httpstream.IsUpgradeFailure)
+	ex, err := b.executor(ns, pod, &corev1.PodExecOptions{Command: argv, Stdin: stdin != nil, Stdout: true, Stderr: !tty, TTY: tty})
 	if err != nil {
 		return 0, err
 	}
@@ -125,53 +123,76 @@ func (b *Backend) stream(ctx context.Context, container string, argv []string, s
 	if errors.As(err, &exit) {
 		return exit.ExitStatus(), nil
 	}
-	if err != nil && strings.Contains(err.Error(), "not found") {
-		return 0, errdefs.Wrap(errdefs.ErrNotFound, err, "kubernetes: pod "+container)
-	}
 	return 0, err
 }
 
-// kill kills every process of the call marked id, on a context of its own.
-func (b *Backend) kill(ctx context.Context, container, id string) {
+// wrapped is cmd under userScript (with tail) for an exec as user in t, in cwd, with env's
+// K=V before it.
+func (b *Backend) wrapped(ctx context.Context, t backend.Target, user, cwd, tail string, env, cmd []string) ([]string, error) {
+	m, err := b.modeFor(ctx, t.Container)
+	if err != nil {
+		return nil, err
+	}
+	args, err := userArgs(m, t.User, user, cwd)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Concat([]string{"sh", "-c", userScript + tail, "sh"}, args, env, cmd), nil
+}
+
+// kill kills every process of the call marked id, as its user, on a context of its own.
+func (b *Backend) kill(ctx context.Context, t backend.Target, user, id string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
-	if _, err := b.stream(ctx, container, []string{"sh", "-c", killScript, "sh", execMarker + "=" + id}, nil, io.Discard, io.Discard, false, nil); err != nil {
-		b.log.Warn("kill exec", "container", container, "err", err)
+	argv, err := b.wrapped(ctx, t, user, "", runTail, nil, []string{"sh", "-c", killScript, "sh", execMarker + "=" + id})
+	if err == nil {
+		_, err = b.stream(ctx, t.Container, argv, nil, io.Discard, io.Discard, false, nil)
+	}
+	if err != nil {
+		b.log.Warn("kill exec", "container", t.Container, "err", err)
 	}
 }
 
-// argv wraps req's command for t.
-func argv(t backend.Target, req backend.ExecRequest, script, id string) ([]string, error) {
+// checkRequest refuses what no backend could run.
+func checkRequest(req backend.ExecRequest) error {
 	if len(req.Cmd) == 0 {
-		return nil, errdefs.New(errdefs.ErrInvalidConfig, "exec: empty command")
+		return errdefs.New(errdefs.ErrInvalidConfig, "exec: empty command")
 	}
 	if len(req.Stdin) > 0 && req.StdinReader != nil {
-		return nil, errdefs.New(errdefs.ErrInvalidConfig, "exec: Stdin and StdinReader are exclusive")
+		return errdefs.New(errdefs.ErrInvalidConfig, "exec: Stdin and StdinReader are exclusive")
 	}
-	if req.User != "" && !sameUser(req.User, t.User) {
-		return nil, notSupported("exec as user " + req.User + " (execs run as the pod's user)")
-	}
-	cwd := req.Cwd
-	if cwd == "" {
-		cwd = t.WorkingDir
-	} else if !path.IsAbs(cwd) {
-		cwd = path.Join(dirOr(t.WorkingDir), cwd)
-	}
-	out := []string{"sh", "-c", script, "sh", cwd, execMarker + "=" + id}
-	for _, k := range slices.Sorted(maps.Keys(req.Env)) {
-		if k == "" || strings.Contains(k, "=") {
-			return nil, errdefs.New(errdefs.ErrInvalidConfig, fmt.Sprintf("exec: environment variable name %q", k))
+	for k := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return errdefs.New(errdefs.ErrInvalidConfig, fmt.Sprintf("exec: environment variable name %q", k))
 		}
+	}
+	return nil
+}
+
+// execCwd is where req runs: its Cwd resolved against the target's working directory.
+func execCwd(t backend.Target, req backend.ExecRequest) string {
+	switch {
+	case req.Cwd == "":
+		return t.WorkingDir
+	case path.IsAbs(req.Cwd):
+		return req.Cwd
+	}
+	return path.Join(dirOr(t.WorkingDir), req.Cwd)
+}
+
+// execEnv is the marker and req's environment, as env(1) takes them.
+func execEnv(req backend.ExecRequest, id string) []string {
+	out := []string{execMarker + "=" + id}
+	for _, k := range slices.Sorted(maps.Keys(req.Env)) {
 		out = append(out, k+"="+req.Env[k])
 	}
-	return append(out, req.Cmd...), nil
+	return out
 }
 
 // sameUser reports two user specs that name the same user as far as the spec alone tells:
 // equal, or root in any spelling.
 func sameUser(a, b string) bool {
-	root := func(u string) bool { return u == "" || u == "root" || u == "0" || u == "0:0" || u == "root:root" }
-	return a == b || root(a) && root(b)
+	return a == b || isRoot(a) && isRoot(b)
 }
 
 func dirOr(d string) string {
@@ -204,11 +225,39 @@ func (q *sizeQueue) Next() *remotecommand.TerminalSize {
 	}
 }
 
-// run is Exec and ExecStream: feed, when set, receives the output and a kill.
-func (b *Backend) run(ctx context.Context, t backend.Target, req backend.ExecRequest, feed *backend.ProcessFeed) (backend.ExecResult, error) {
+// startReader signals the first read of a command's stdin: the executor reads it only once
+// the stream to the container is up, so the command has been started.
+type startReader struct {
+	r    io.Reader
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (s *startReader) Read(p []byte) (int, error) {
+	s.once.Do(func() { close(s.ch) })
+	return s.r.Read(p)
+}
+
+// run is Exec and ExecStream (feed set; started, when set, is closed once the command runs),
+// and the file operations' exec (op then names the operation in errors).
+func (b *Backend) run(ctx context.Context, t backend.Target, req backend.ExecRequest, feed *backend.ProcessFeed, op string, started chan struct{}) (backend.ExecResult, error) {
 	start := time.Now()
+	what := op
+	if what == "" {
+		what = "exec " + strings.Join(req.Cmd, " ")
+	}
+	if t.Service != "" {
+		what += " in " + t.Service
+	}
+	if err := checkRequest(req); err != nil {
+		return backend.ExecResult{}, err
+	}
 	id := uuid.NewString()
-	cmd, err := argv(t, req, wrapScript, id)
+	cwd := execCwd(t, req)
+	cmd, err := b.wrapped(ctx, t, req.User, cwd, runTail, execEnv(req, id), req.Cmd)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return backend.ExecResult{}, b.unavailable(ctx, t, what, err)
+	}
 	if err != nil {
 		return backend.ExecResult{}, err
 	}
@@ -225,13 +274,22 @@ func (b *Backend) run(ctx context.Context, t backend.Target, req backend.ExecReq
 		defer tcancel()
 	}
 	var (
-		mu      sync.Mutex
-		limited bool
-		killed  bool
+		mu       sync.Mutex
+		limited  bool
+		killed   bool
+		writeErr error
 	)
 	stop := func() { mu.Lock(); limited = true; mu.Unlock(); cancel() }
-	out := &capture{limit: limit, strict: req.StrictLimit, w: req.Stdout, onStop: stop}
-	errc := &capture{limit: limit, strict: req.StrictLimit, w: req.Stderr, onStop: stop}
+	fail := func(err error) {
+		mu.Lock()
+		if writeErr == nil {
+			writeErr = err
+		}
+		mu.Unlock()
+		cancel()
+	}
+	out := &capture{limit: limit, strict: req.StrictLimit, w: req.Stdout, onStop: stop, onFail: fail}
+	errc := &capture{limit: limit, strict: req.StrictLimit, w: req.Stderr, onStop: stop, onFail: fail}
 	if feed != nil {
 		out.deliver = func(p []byte) { feed.Deliver(backend.Stdout, p) }
 		errc.deliver = func(p []byte) { feed.Deliver(backend.Stderr, p) }
@@ -252,6 +310,12 @@ func (b *Backend) run(ctx context.Context, t backend.Target, req backend.ExecReq
 		stdin = req.StdinReader
 	case len(req.Stdin) > 0:
 		stdin = bytes.NewReader(req.Stdin)
+	case started != nil:
+		// An empty stdin, closed at once, tells when the command has started.
+		stdin = bytes.NewReader(nil)
+	}
+	if started != nil {
+		stdin = &startReader{r: stdin, ch: started}
 	}
 	var sizes remotecommand.TerminalSizeQueue
 	if req.TTY {
@@ -265,73 +329,102 @@ func (b *Backend) run(ctx context.Context, t backend.Target, req backend.ExecReq
 	res := backend.ExecResult{ExitCode: code, Stdout: out.bytes(), Stderr: errc.bytes(), StdoutTruncated: out.trunc,
 		StderrTruncated: errc.trunc, StdoutBytes: out.total, StderrBytes: errc.total, Duration: time.Since(start)}
 	mu.Lock()
-	lim, kil := limited, killed
+	lim, kil, werr := limited, killed, writeErr
 	mu.Unlock()
-	what := "exec " + strings.Join(req.Cmd, " ")
-	if t.Service != "" {
-		what += " in " + t.Service
-	}
 	switch {
+	case werr != nil:
+		b.kill(ctx, t, req.User, id)
+		return res, &backend.ExecError{Result: res, Err: fmt.Errorf("%s: %w", what, werr)}
 	case lim:
-		b.kill(ctx, t.Container, id)
+		b.kill(ctx, t, req.User, id)
 		return res, &backend.ExecError{Result: res, Err: errdefs.New(errdefs.ErrOutputLimit, fmt.Sprintf("%s: output past %d bytes", what, limit))}
 	case kil:
-		b.kill(ctx, t.Container, id)
+		b.kill(ctx, t, req.User, id)
 		res.ExitCode = 137
 		return res, nil
 	case ctx.Err() != nil:
-		b.kill(ctx, t.Container, id)
+		b.kill(ctx, t, req.User, id)
 		return res, &backend.ExecError{Result: res, Err: fmt.Errorf("%s: %w", what, ctx.Err())}
 	case tctx.Err() != nil:
-		b.kill(ctx, t.Container, id)
+		b.kill(ctx, t, req.User, id)
 		res.ExitCode = 137
-		return res, &backend.ExecError{Result: res, Err: errdefs.New(errdefs.ErrTimeout, fmt.Sprintf("%s: timed out after %s", what, req.Timeout))}
+		return res, &backend.ExecError{Result: res, Err: errdefs.Wrap(errdefs.ErrTimeout, context.DeadlineExceeded, fmt.Sprintf("%s: timed out after %s", what, req.Timeout))}
 	case serr != nil:
+		if err := b.dead(ctx, t, what, serr); err != nil {
+			return res, err
+		}
 		return res, fmt.Errorf("%s: %w", what, serr)
+	case code == 137:
+		// A container killed under the command kills the command first: a 137 is believed
+		// once the container is seen to run.
+		if err := b.dead(ctx, t, what, nil); err != nil {
+			return res, &backend.ExecError{Result: res, Err: err}
+		}
 	case code == codeNoCwd && errc.total == 0:
-		return res, &backend.ExecError{Result: res, Err: errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("%s: no such working directory %s", what, cmd[4]))}
+		return res, &backend.ExecError{Result: res, Err: errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("%s: working directory %s: no such directory", what, cwd))}
 	case code == 126 && bytes.Contains(errc.bytes(), []byte("Permission denied")):
 		// env(1) could not execute argv[0]: Docker's exec fails the same way before it runs.
-		return res, &backend.ExecError{Result: res, Err: errdefs.New(errdefs.ErrPermission, fmt.Sprintf("%s: %s is not executable", what, req.Cmd[0]))}
+		return res, &backend.ExecError{Result: res, Err: errdefs.New(errdefs.ErrPermission, fmt.Sprintf("%s: %s: %s", what, req.Cmd[0], fs.ErrPermission))}
 	}
 	return res, nil
 }
 
 // Exec runs a command to its end.
 func (b *Backend) Exec(ctx context.Context, t backend.Target, req backend.ExecRequest) (backend.ExecResult, error) {
-	return b.run(ctx, t, req, nil)
+	return b.run(ctx, t, req, nil, "", nil)
 }
 
-// ExecStream starts a command whose output streams as it comes.
+// ExecStream starts a command whose output streams as it comes. It returns once the command
+// runs, or with the error that kept it from starting.
 func (b *Backend) ExecStream(ctx context.Context, t backend.Target, req backend.ExecRequest) (*backend.Process, error) {
-	if _, err := argv(t, req, wrapScript, ""); err != nil {
+	if err := checkRequest(req); err != nil {
 		return nil, err
 	}
 	p, feed := backend.NewProcess()
+	started := make(chan struct{})
 	go func() {
-		res, err := b.run(ctx, t, req, feed)
+		res, err := b.run(ctx, t, req, feed, "", started)
 		feed.Finish(res, err)
 	}()
+	select {
+	case <-started:
+	case <-p.Done():
+		if _, err := p.Wait(); err != nil && !errors.As(err, new(*backend.ExecError)) {
+			return nil, err
+		}
+	}
 	return p, nil
 }
 
 // ExecDetached starts a command in the background and returns its pid in the container.
 func (b *Backend) ExecDetached(ctx context.Context, t backend.Target, req backend.ExecRequest) (string, error) {
-	cmd, err := argv(t, req, detachScript, uuid.NewString())
+	if err := checkRequest(req); err != nil {
+		return "", err
+	}
+	what := "exec " + strings.Join(req.Cmd, " ")
+	cwd := execCwd(t, req)
+	cmd, err := b.wrapped(ctx, t, req.User, cwd, detachTail, execEnv(req, uuid.NewString()), req.Cmd)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return "", b.unavailable(ctx, t, what, err)
+	}
 	if err != nil {
 		return "", err
 	}
 	var out, errb bytes.Buffer
 	code, err := b.stream(ctx, t.Container, cmd, nil, &out, &errb, false, nil)
 	if err != nil {
-		return "", err
+		if derr := b.dead(ctx, t, what, err); derr != nil {
+			return "", derr
+		}
+		return "", fmt.Errorf("%s: %w", what, err)
 	}
 	if code == codeNoCwd {
-		return "", errdefs.New(errdefs.ErrNotFound, "exec detached: no such working directory")
+		return "", errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("%s: working directory %s: no such directory", what, cwd))
 	}
 	pid := strings.TrimSpace(out.String())
 	if _, err := strconv.Atoi(pid); code != 0 || err != nil {
-		return "", fmt.Errorf("exec detached: exit %d: %s", code, strings.TrimSpace(errb.String()))
+		res := backend.ExecResult{ExitCode: code, Stdout: out.Bytes(), Stderr: errb.Bytes()}
+		return "", &backend.ExecError{Result: res, Err: fmt.Errorf("%s: exit %d: %s", what, code, strings.TrimSpace(errb.String()))}
 	}
 	return pid, nil
 }

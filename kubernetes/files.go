@@ -67,10 +67,13 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *Backend) script(ctx context.Context, t backend.Target, script, p string, stdin io.Reader, stdout io.Writer) (int, string, error) {
-	var errb bytes.Buffer
-	code, err := b.stream(ctx, t.Container, []string{"sh", "-c", script, "sh", p}, stdin, stdout, &limitWriter{w: &errb, limit: 64 << 10}, false, nil)
-	return code, errb.String(), err
+// script runs one of the file scripts on p as t's user, through run: a call that ends early
+// (a limit, a cancelled context) kills it, and a dead container is ErrUnavailable naming op
+// and p. It returns the script's exit code and the end of its stderr.
+func (b *Backend) script(ctx context.Context, t backend.Target, op, script, p string, stdin io.Reader, stdout io.Writer) (int, string, error) {
+	res, err := b.run(ctx, t, backend.ExecRequest{Cmd: []string{"sh", "-c", script, "sh", p}, Cwd: "/",
+		StdinReader: stdin, Stdout: stdout, OutputLimit: 64 << 10}, nil, op+" "+p, nil)
+	return res.ExitCode, string(res.Stderr), err
 }
 
 // ReadFile reads a file whole, up to limit bytes (0: sandboxio.DefaultReadLimit).
@@ -87,14 +90,12 @@ func (b *Backend) ReadFileTo(ctx context.Context, t backend.Target, p string, w 
 	}
 	full := resolve(t, p)
 	lw := &limitWriter{w: w, limit: limit}
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	code, stderr, err := b.script(sctx, t, sandboxio.ReadFileScript, full, nil, lw)
-	if lw.limit >= 0 && lw.n >= lw.limit && (err != nil || code != 0) || errors.Is(err, errStop) {
+	code, stderr, err := b.script(ctx, t, "read", sandboxio.ReadFileScript, full, nil, lw)
+	switch {
+	case errors.Is(err, errStop):
 		return lw.n, errdefs.New(errdefs.ErrOutputLimit, fmt.Sprintf("read %s: larger than %d bytes", full, limit))
-	}
-	if err != nil {
-		return lw.n, fmt.Errorf("read %s: %w", full, err)
+	case err != nil:
+		return lw.n, err
 	}
 	return lw.n, fileError(t, "read", full, code, stderr)
 }
@@ -121,12 +122,9 @@ func (b *Backend) WriteFileFrom(ctx context.Context, t backend.Target, p string,
 	full := resolve(t, p)
 	cr := &countReader{r: r}
 	var out bytes.Buffer
-	code, stderr, err := b.script(ctx, t, writeScript, full, cr, &limitWriter{w: &out, limit: 64})
-	if ctx.Err() != nil {
-		return fmt.Errorf("write %s: %w", full, ctx.Err())
-	}
+	code, stderr, err := b.script(ctx, t, "write", writeScript, full, cr, &out)
 	if err != nil {
-		return fmt.Errorf("write %s: %w", full, err)
+		return err
 	}
 	if err := fileError(t, "write", full, code, stderr); err != nil {
 		return err
@@ -143,9 +141,9 @@ func (b *Backend) WriteFileFrom(ctx context.Context, t backend.Target, p string,
 // ReadDirTo streams a directory's contents as a tar archive.
 func (b *Backend) ReadDirTo(ctx context.Context, t backend.Target, p string, w io.Writer) error {
 	full := resolve(t, p)
-	code, stderr, err := b.script(ctx, t, sandboxio.ReadDirScript, full, nil, w)
+	code, stderr, err := b.script(ctx, t, "read directory", sandboxio.ReadDirScript, full, nil, w)
 	if err != nil {
-		return fmt.Errorf("read directory %s: %w", full, err)
+		return err
 	}
 	return fileError(t, "read directory", full, code, stderr)
 }
@@ -153,9 +151,9 @@ func (b *Backend) ReadDirTo(ctx context.Context, t backend.Target, p string, w i
 // WriteDirFrom unpacks a tar archive into a directory.
 func (b *Backend) WriteDirFrom(ctx context.Context, t backend.Target, p string, r io.Reader) error {
 	full := resolve(t, p)
-	code, stderr, err := b.script(ctx, t, sandboxio.WriteDirScript, full, r, io.Discard)
+	code, stderr, err := b.script(ctx, t, "write directory", sandboxio.WriteDirScript, full, r, io.Discard)
 	if err != nil {
-		return fmt.Errorf("write directory %s: %w", full, err)
+		return err
 	}
 	return fileError(t, "write directory", full, code, stderr)
 }

@@ -1,10 +1,11 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/cleanup/tracking"
@@ -35,7 +35,7 @@ func selector(sel []string) string {
 }
 
 // Containers lists the pods carrying sel, in every namespace; a container's id is
-// namespace/pod.
+// namespace/pod, and its labels are the service's compose labels.
 func (b *Backend) Containers(ctx context.Context, sel []string, all bool) ([]backend.Container, error) {
 	list, err := b.cs.CoreV1().Pods("").List(ctx, listOpts(selector(sel)))
 	if err != nil {
@@ -48,32 +48,123 @@ func (b *Backend) Containers(ctx context.Context, sel []string, all bool) ([]bac
 		if !all && st.State != backend.StateRunning {
 			continue
 		}
-		out = append(out, backend.Container{ID: pod.Namespace + "/" + pod.Name, Name: pod.Name, Labels: pod.Annotations,
+		modes.Store(pod.Namespace+"/"+pod.Name, modeOf(pod.Annotations))
+		out = append(out, backend.Container{ID: pod.Namespace + "/" + pod.Name, Name: pod.Name, Labels: podLabels(pod.Annotations),
 			State: st.State, Status: string(pod.Status.Phase)})
 	}
 	return out, nil
 }
 
-// projects lists the composebox namespaces as projects.
+// Annotations of a namespace beyond its composebox labels: who claimed it from a warm pool.
+const annotationClaimer = annotationPrefix + "claimer"
+
+// projects lists the composebox namespaces as projects, with their pods counted.
 func (b *Backend) projects(ctx context.Context) ([]backend.Project, error) {
 	list, err := b.cs.CoreV1().Namespaces().List(ctx, listOpts(labels.ManagedFilter))
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: list namespaces: %w", err)
 	}
+	pods, err := b.cs.CoreV1().Pods("").List(ctx, listOpts(labels.ManagedFilter))
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: list pods: %w", err)
+	}
+	byNS := map[string][]*corev1.Pod{}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		byNS[pod.Namespace] = append(byNS[pod.Namespace], pod)
+	}
+	statuses := map[string]backend.OwnerStatus{}
+	status := func(owner string) backend.OwnerStatus {
+		s, ok := statuses[owner]
+		if !ok {
+			s = tracking.OwnerStatus(owner)
+			statuses[owner] = s
+		}
+		return s
+	}
 	out := make([]backend.Project, 0, len(list.Items))
 	for _, ns := range list.Items {
 		a := ns.Annotations
+		if a[labels.ComposeProjectLabel] == "" {
+			continue // composebox-labelled, but no sample's (a test's service account, say)
+		}
 		p := backend.Project{Name: ns.Name, Task: a[labels.LabelTask], Sample: a[labels.LabelSample], Owner: a[labels.LabelOwner],
-			Created: ns.CreationTimestamp.Time}
-		if secs, err := strconv.ParseInt(a[labels.LabelCreated], 10, 64); err == nil {
-			p.Created = time.Unix(secs, 0)
-		} else if t, err := time.Parse(time.RFC3339, a[labels.LabelCreated]); err == nil {
+			Created: ns.CreationTimestamp.Time, Networks: 1, Pool: ns.Labels[labels.LabelPool]}
+		if t, err := time.Parse(time.RFC3339, a[labels.LabelCreated]); err == nil {
 			p.Created = t
 		}
-		p.Stale = tracking.OwnerStatus(p.Owner) == tracking.StatusStale
+		p.Status = ownersStatus(p.Owner, a[annotationClaimer], status)
+		p.Stale = p.Status == backend.StatusStale
+		var problems []string
+		for _, pod := range byNS[ns.Name] {
+			st, _ := podState(pod, pod.Spec.Containers[0].ReadinessProbe != nil)
+			p.Containers++
+			p.ContainerNames = append(p.ContainerNames, pod.Name)
+			if st.State == backend.StateRunning {
+				p.Running++
+			}
+			if p.Config == "" {
+				p.Config = pod.Annotations[labels.ComposeConfigFilesLabel]
+			}
+			if problem := podProblem(st); problem != "" {
+				problems = append(problems, st.Service+":"+problem)
+			}
+		}
+		slices.Sort(p.ContainerNames)
+		slices.Sort(problems)
+		switch {
+		case p.Containers == 0:
+		case len(problems) == 0:
+			p.Health = "ok"
+		default:
+			p.Health = strings.Join(problems, ",")
+		}
 		out = append(out, p)
 	}
+	slices.SortFunc(out, func(x, y backend.Project) int {
+		return cmp.Or(x.Created.Compare(y.Created), strings.Compare(x.Name, y.Name))
+	})
 	return out, nil
+}
+
+// ownersStatus is a project's owner status from its owner and the claimer that took it from a
+// pool: detached, alive when either lives, unknown when neither can be told, else stale.
+func ownersStatus(owner, claimer string, status func(string) backend.OwnerStatus) backend.OwnerStatus {
+	if owner == labels.OwnerDetached {
+		return backend.StatusDetached
+	}
+	result := backend.StatusUnknown
+	seen := false
+	for _, o := range []string{owner, claimer} {
+		if o == "" {
+			continue
+		}
+		switch s := status(o); {
+		case s == backend.StatusAlive:
+			return backend.StatusAlive
+		case s == backend.StatusStale && !seen:
+			result, seen = backend.StatusStale, true
+		case s == backend.StatusUnknown:
+			result, seen = backend.StatusUnknown, true
+		}
+	}
+	return result
+}
+
+// podProblem says what is wrong with a pod, as `ls` shows it: "" when it runs and is not
+// starting, or exited 0; else starting, exited(N) or its state.
+func podProblem(st backend.ServiceState) string {
+	switch {
+	case st.State == backend.StateRunning && st.Health == "starting":
+		return "starting"
+	case st.State == backend.StateRunning:
+		return ""
+	case st.State == "exited" && st.ExitCode == 0:
+		return ""
+	case st.State == "exited":
+		return "exited(" + strconv.Itoa(st.ExitCode) + ")"
+	}
+	return st.State
 }
 
 // ListProjects lists every composebox namespace.
@@ -81,22 +172,25 @@ func (b *Backend) ListProjects(ctx context.Context) ([]backend.Project, error) {
 	return b.projects(ctx)
 }
 
-// OwnedProjects names task's namespaces that owner created.
+// OwnedProjects names task's namespaces that owner created or claimed from a pool, detached
+// ones left out.
 func (b *Backend) OwnedProjects(ctx context.Context, task, owner string) ([]string, error) {
-	ps, err := b.projects(ctx)
+	list, err := b.cs.CoreV1().Namespaces().List(ctx, listOpts(labels.ManagedFilter+","+labels.LabelTask+"="+labelValue(task)))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("kubernetes: list namespaces: %w", err)
 	}
 	var out []string
-	for _, p := range ps {
-		if p.Task == task && p.Owner == owner {
-			out = append(out, p.Name)
+	for _, ns := range list.Items {
+		a := ns.Annotations
+		if a[labels.LabelTask] == task && a[labels.LabelOwner] != labels.OwnerDetached && (a[labels.LabelOwner] == owner || a[annotationClaimer] == owner) {
+			out = append(out, ns.Name)
 		}
 	}
+	slices.Sort(out)
 	return out, nil
 }
 
-// Sweep deletes the namespaces sel chooses.
+// Sweep deletes the namespaces sel chooses (with DryRun, only says which).
 func (b *Backend) Sweep(ctx context.Context, sel backend.Selector, opts backend.RemoveOptions) ([]backend.SweepResult, error) {
 	ps, err := b.projects(ctx)
 	if err != nil {
@@ -107,6 +201,10 @@ func (b *Backend) Sweep(ctx context.Context, sel backend.Selector, opts backend.
 		if !chosen(sel, p) {
 			continue
 		}
+		if opts.DryRun {
+			out = append(out, backend.SweepResult{Project: p, Removed: backend.Removed{Containers: p.Containers, Networks: p.Networks}})
+			continue
+		}
 		rm, err := b.Down(ctx, p.Name, backend.DownOptions{Grace: opts.Grace})
 		out = append(out, backend.SweepResult{Project: p, Removed: rm, Err: err})
 	}
@@ -115,12 +213,7 @@ func (b *Backend) Sweep(ctx context.Context, sel backend.Selector, opts backend.
 
 func chosen(sel backend.Selector, p backend.Project) bool {
 	if len(sel.Names) > 0 {
-		for _, n := range sel.Names {
-			if n == p.Name {
-				return true
-			}
-		}
-		return false
+		return slices.Contains(sel.Names, p.Name)
 	}
 	if !sel.All && !(sel.Stale && p.Stale) {
 		return false
@@ -129,50 +222,6 @@ func chosen(sel backend.Selector, p backend.Project) bool {
 		return false
 	}
 	return sel.OlderThan <= 0 || time.Since(p.Created) >= sel.OlderThan
-}
-
-// MarkDetached hands the sample over: its namespace's owner becomes "detached", which no
-// owner's teardown or stale sweep selects. Unlike a container's labels, a namespace's can
-// change, so no marker object is needed.
-func (b *Backend) MarkDetached(ctx context.Context, m backend.Marker) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"labels":      map[string]string{labels.LabelOwner: labels.OwnerDetached},
-		"annotations": map[string]string{labels.LabelOwner: labels.OwnerDetached},
-	}})
-	if err != nil {
-		return err
-	}
-	_, err = b.cs.CoreV1().Namespaces().Patch(ctx, m.Project, types.MergePatchType, patch, metav1.PatchOptions{})
-	if apierrors.IsNotFound(err) {
-		return errdefs.Wrap(errdefs.ErrNotFound, err, "kubernetes: detach "+m.Project)
-	}
-	return err
-}
-
-// Warm-pool markers and claims have no Kubernetes form yet.
-
-func (b *Backend) MarkWarm(ctx context.Context, m backend.WarmMarker) error {
-	return notSupported("warm pools (markers)")
-}
-func (b *Backend) Claim(ctx context.Context, m backend.Marker) (bool, error) {
-	return false, notSupported("warm pools (claims)")
-}
-func (b *Backend) Take(ctx context.Context, project string) (bool, error) {
-	return false, notSupported("warm pools (claims)")
-}
-func (b *Backend) RecordClaim(ctx context.Context, m backend.Marker) error {
-	return notSupported("warm pools (claims)")
-}
-func (b *Backend) WarmProjects(ctx context.Context, task string) ([]backend.WarmProject, error) {
-	return nil, nil
-}
-
-// WatchDeaths has no Kubernetes form yet: the stream ends at once with the error.
-func (b *Backend) WatchDeaths(ctx context.Context, opts backend.WatchOptions) (<-chan backend.Death, <-chan error) {
-	deaths, errs := make(chan backend.Death), make(chan error, 1)
-	close(deaths)
-	errs <- notSupported("death watch")
-	return deaths, errs
 }
 
 // splitID splits a container id, namespace/pod.
@@ -203,6 +252,7 @@ func (b *Backend) Inspect(ctx context.Context, container string) (backend.Contai
 		return backend.ContainerInfo{}, err
 	}
 	st, _ := podState(pod, pod.Spec.Containers[0].ReadinessProbe != nil)
+	modes.Store(container, modeOf(pod.Annotations))
 	return backend.ContainerInfo{ID: container, Name: pod.Name, State: st.State, Running: st.State == backend.StateRunning,
 		Health: st.Health, ExitCode: st.ExitCode, OOMKilled: st.OOMKilled, WorkingDir: st.WorkingDir, User: st.User,
 		TTY: pod.Spec.Containers[0].TTY}, nil
@@ -218,6 +268,9 @@ func (b *Backend) Diagnose(ctx context.Context, t backend.Target) (backend.Diagn
 		return backend.Diagnosis{}, err
 	}
 	st, reason := podState(pod, false)
+	if pod.DeletionTimestamp != nil && st.State == backend.StateRunning {
+		st.State = "removing"
+	}
 	d := backend.Diagnosis{Container: t.Container, Name: pod.Name, Status: st.State, Running: st.State == backend.StateRunning,
 		ExitCode: st.ExitCode, OOMKilled: st.OOMKilled, Error: reason}
 	d.LogTail = b.logTail(ctx, pod.Namespace, pod.Name)

@@ -7,8 +7,12 @@
 // them and pushes what the registry lacks. Execs and file operations run over the exec
 // subresource (WebSocket, falling back to SPDY).
 //
-// What does not map yet (markers and claims for warm pools, the death watch, bind mounts and
-// volumes, published ports, user switching by name) fails with a typed error saying so.
+// Compose's semantics map onto the cluster as docs/kubernetes.md describes: depends_on as
+// dependency waves (depends.go), networks as NetworkPolicies (netpol.go), named volumes as
+// claims and binds as copies (volumes.go, binds.go), limits and reservations as resources
+// (resources.go). What does not map (markers and claims for warm pools, the death watch,
+// publishing ports on a host, user switching by name, host paths outside the task directory)
+// fails with a typed error saying so.
 package kubernetes
 
 import (
@@ -16,8 +20,10 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/docker/docker/client"
@@ -35,6 +41,8 @@ import (
 // Environment variables that configure the backend when the options leave them empty.
 const (
 	EnvRegistry = "COMPOSEBOX_REGISTRY"
+	// EnvDNS lists, comma-separated, the cluster DNS servers that run outside any pod.
+	EnvDNS = "COMPOSEBOX_K8S_DNS"
 )
 
 // ErrNotSupported is what a verb that does not map onto Kubernetes yet fails with (together
@@ -59,6 +67,13 @@ type Options struct {
 	// StartTimeout bounds a sample's readiness when the healthchecks give no budget
 	// (default 2 minutes).
 	StartTimeout time.Duration
+	// StorageClass is the class of the claims named volumes become; "" is the cluster's
+	// default class, and without one a hostPath volume on the node (single-node clusters).
+	StorageClass string
+	// DNS are the addresses of cluster DNS servers that run outside any pod (a resolver on
+	// the node), which a service cut off from egress may still query; "" is $COMPOSEBOX_K8S_DNS.
+	// kube-dns's pods in kube-system are allowed in any case.
+	DNS []string
 }
 
 // Backend runs samples on one Kubernetes cluster. It is safe for concurrent use.
@@ -71,6 +86,9 @@ type Backend struct {
 	owned    bool
 	log      *slog.Logger
 	start    time.Duration
+	// storageClass and dns are Options.StorageClass and Options.DNS.
+	storageClass string
+	dns          []netip.Addr
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -103,7 +121,12 @@ func New(opts Options) (*Backend, error) {
 	if reg == "" {
 		return nil, errdefs.New(errdefs.ErrPrerequisite, "kubernetes: no registry: set --registry or "+EnvRegistry+" to the host:port the cluster pulls images from")
 	}
-	b := &Backend{cfg: cfg, cs: cs, registry: reg, docker: opts.Docker, log: opts.Logger, start: opts.StartTimeout}
+	dns, err := dnsAddrs(opts.DNS)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{cfg: cfg, cs: cs, registry: reg, docker: opts.Docker, log: opts.Logger, start: opts.StartTimeout,
+		storageClass: opts.StorageClass, dns: dns}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -123,6 +146,24 @@ func New(opts Options) (*Backend, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// dnsAddrs parses the DNS servers given, else those of $COMPOSEBOX_K8S_DNS.
+func dnsAddrs(given []string) ([]netip.Addr, error) {
+	if len(given) == 0 {
+		if env := os.Getenv(EnvDNS); env != "" {
+			given = strings.Split(env, ",")
+		}
+	}
+	var out []netip.Addr
+	for _, s := range given {
+		a, err := netip.ParseAddr(strings.TrimSpace(s))
+		if err != nil {
+			return nil, errdefs.Wrap(errdefs.ErrInvalidConfig, err, "kubernetes: DNS server "+s+" (set "+EnvDNS+" to IP addresses)")
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 // KubeconfigPath is path, else $KUBECONFIG (its first entry), else ~/.kube/config.

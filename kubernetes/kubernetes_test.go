@@ -24,11 +24,17 @@ func project(name string) string {
 	return filepath.Join(filepath.Dir(file), "..", "testdata", "projects", name)
 }
 
+// newBackend is a backend on the local cluster acting as a service account bound to the
+// documented ClusterRole only (docs/kubernetes-rbac.yaml), never as the cluster's admin.
 func newBackend(t *testing.T) *kubernetes.Backend {
 	t.Helper()
 	env := k8stest.Load(t)
 	testutil.Docker(t)
-	b, err := kubernetes.New(kubernetes.Options{Kubeconfig: env.Kubeconfig, Registry: env.Registry})
+	var dns []string
+	if env.DNS != "" {
+		dns = []string{env.DNS}
+	}
+	b, err := kubernetes.New(kubernetes.Options{Config: env.ServiceAccount(t), Registry: env.Registry, DNS: dns})
 	if err != nil {
 		t.Fatal(err)
 	}

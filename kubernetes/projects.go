@@ -7,14 +7,12 @@ import (
 	"math"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -32,7 +30,7 @@ const (
 )
 
 // namespaceLabels are the composebox labels a namespace carries, copied from a service.
-var namespaceLabels = []string{labels.LabelManaged, labels.LabelTask, labels.LabelSample, labels.LabelOwner, labels.LabelCreated}
+var namespaceLabels = []string{labels.LabelManaged, labels.LabelTask, labels.LabelSample, labels.LabelOwner, labels.LabelCreated, labels.LabelPool}
 
 var invalidLabelValue = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
 
@@ -74,10 +72,10 @@ func dnsName(s string) string {
 	return s
 }
 
-// Up creates the project's namespace, a headless Service per name and a pod per service, in
-// dependency order: a service whose dependencies must be started or healthy waits for them
-// first, as compose does. It is idempotent under retries: every name is deterministic and an
-// existing object is kept.
+// Up creates the project's namespace, its network policies and volumes, a headless Service per
+// name and a pod per service, in dependency waves (depends.go): a service whose dependencies
+// must be started, healthy or completed waits for them first, as compose does. It is
+// idempotent under retries: every name is deterministic and an existing object is kept.
 func (b *Backend) Up(ctx context.Context, p *types.Project, opts backend.UpOptions) error {
 	if len(p.Services) == 0 {
 		return errdefs.New(errdefs.ErrInvalidConfig, "kubernetes up "+p.Name+": no services")
@@ -91,6 +89,8 @@ func (b *Backend) Up(ctx context.Context, p *types.Project, opts backend.UpOptio
 	for _, k := range namespaceLabels {
 		if v, ok := first.Labels[k]; ok {
 			nsLabels[k] = v
+		} else if v, ok := first.CustomLabels[k]; ok {
+			nsLabels[k] = v
 		}
 	}
 	nsLabels[labels.ComposeProjectLabel] = p.Name
@@ -99,77 +99,13 @@ func (b *Backend) Up(ctx context.Context, p *types.Project, opts backend.UpOptio
 	if _, err := b.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("kubernetes up %s: create namespace: %w", p.Name, err)
 	}
-	order, err := serviceOrder(p)
-	if err != nil {
+	if err := b.createPolicies(ctx, p, opts); err != nil {
 		return err
 	}
-	progress := func(svc, status string) {
-		if opts.OnProgress != nil {
-			opts.OnProgress(svc, status)
-		}
+	if err := b.createVolumes(ctx, p); err != nil {
+		return err
 	}
-	for _, name := range order {
-		svc := p.Services[name]
-		var waitFor []string
-		for dep, d := range svc.DependsOn {
-			if d.Condition == types.ServiceConditionHealthy || d.Condition == types.ServiceConditionCompletedSuccessfully {
-				waitFor = append(waitFor, dep)
-			}
-		}
-		if len(waitFor) > 0 {
-			if _, err := b.wait(ctx, p, waitFor, opts.Wait); err != nil {
-				return fmt.Errorf("kubernetes up %s: dependencies of %s: %w", p.Name, name, err)
-			}
-		}
-		progress(name, "creating")
-		pod, err := b.podFor(ctx, p, svc)
-		if err != nil {
-			return err
-		}
-		if _, err := b.cs.CoreV1().Pods(p.Name).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("kubernetes up %s: create pod %s: %w", p.Name, pod.Name, err)
-		}
-		progress(name, "created")
-		for _, host := range hostNames(name, svc) {
-			if err := b.createService(ctx, p.Name, host, name); err != nil {
-				return err
-			}
-		}
-		progress(name, "started")
-	}
-	return nil
-}
-
-// serviceOrder is the services in dependency order, dependencies first.
-func serviceOrder(p *types.Project) ([]string, error) {
-	var order []string
-	seen := map[string]int{}
-	var visit func(string) error
-	visit = func(n string) error {
-		switch seen[n] {
-		case 1:
-			return errdefs.New(errdefs.ErrInvalidConfig, "dependency cycle through "+n)
-		case 2:
-			return nil
-		}
-		seen[n] = 1
-		for _, dep := range slices.Sorted(maps.Keys(p.Services[n].DependsOn)) {
-			if _, ok := p.Services[dep]; ok {
-				if err := visit(dep); err != nil {
-					return err
-				}
-			}
-		}
-		seen[n] = 2
-		order = append(order, n)
-		return nil
-	}
-	for _, n := range slices.Sorted(maps.Keys(p.Services)) {
-		if err := visit(n); err != nil {
-			return nil, err
-		}
-	}
-	return order, nil
+	return b.startWaves(ctx, p, opts)
 }
 
 // hostNames are the names a service answers to on its networks: its name, its aliases and
@@ -209,20 +145,9 @@ func (b *Backend) createService(ctx context.Context, ns, host, service string) e
 
 // podFor maps one compose service onto a bare pod.
 func (b *Backend) podFor(ctx context.Context, p *types.Project, svc types.ServiceConfig) (*corev1.Pod, error) {
-	fail := func(what string) error {
-		return notSupported(fmt.Sprintf("service %s: %s", svc.Name, what))
-	}
 	name := dnsName(svc.Name)
 	if name == "" {
 		return nil, errdefs.New(errdefs.ErrInvalidConfig, fmt.Sprintf("kubernetes: service name %q makes no DNS name", svc.Name))
-	}
-	for _, v := range svc.Volumes {
-		if v.Type != types.VolumeTypeTmpfs {
-			return nil, fail(v.Type + " volume " + v.Target)
-		}
-	}
-	if len(svc.Ports) > 0 {
-		return nil, fail("published ports")
 	}
 	if svc.Image == "" {
 		return nil, errdefs.New(errdefs.ErrInvalidConfig, "kubernetes: service "+svc.Name+" has no image")
@@ -235,13 +160,12 @@ func (b *Backend) podFor(ctx context.Context, p *types.Project, svc types.Servic
 	if err != nil {
 		return nil, err
 	}
-	svcLabels := maps.Clone(svc.Labels)
-	if svcLabels == nil {
-		svcLabels = map[string]string{}
-	}
+	svcLabels := map[string]string{}
+	maps.Copy(svcLabels, svc.Labels)
+	maps.Copy(svcLabels, svc.CustomLabels)
 	svcLabels[labels.ComposeProjectLabel] = p.Name
 	svcLabels[labels.ComposeServiceLabel] = svc.Name
-	lbl, ann := metaFor(svcLabels)
+	lbl, ann := podMeta(svcLabels)
 	workdir, user := svc.WorkingDir, svc.User
 	if img, err := b.docker.ImageInspect(ctx, svc.Image); err == nil && img.Config != nil {
 		if workdir == "" {
@@ -254,33 +178,10 @@ func (b *Backend) podFor(ctx context.Context, p *types.Project, svc types.Servic
 	_ = info
 	ann[annotationWorkdir], ann[annotationUser] = workdir, user
 
-	sc := &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(svc.ReadOnly)}
-	if svc.Privileged {
-		sc.Privileged, sc.AllowPrivilegeEscalation = ptr(true), ptr(true)
-	}
-	if len(svc.CapAdd)+len(svc.CapDrop) > 0 {
-		sc.Capabilities = &corev1.Capabilities{}
-		for _, c := range svc.CapAdd {
-			sc.Capabilities.Add = append(sc.Capabilities.Add, corev1.Capability(strings.TrimPrefix(c, "CAP_")))
-		}
-		for _, c := range svc.CapDrop {
-			sc.Capabilities.Drop = append(sc.Capabilities.Drop, corev1.Capability(strings.TrimPrefix(c, "CAP_")))
-		}
-	}
-	if user != "" {
-		uid, gid, err := numericUser(user)
-		if err != nil {
-			return nil, fail(err.Error())
-		}
-		sc.RunAsUser = &uid
-		if gid >= 0 {
-			sc.RunAsGroup = &gid
-		}
-	}
 	c := corev1.Container{
 		Name: name, Image: ref, ImagePullPolicy: corev1.PullIfNotPresent,
 		Command: svc.Entrypoint, Args: svc.Command, WorkingDir: svc.WorkingDir,
-		SecurityContext: sc, TTY: svc.Tty, Stdin: svc.StdinOpen,
+		TTY: svc.Tty, Stdin: svc.StdinOpen,
 		ReadinessProbe: probe(svc.HealthCheck),
 	}
 	for _, k := range slices.Sorted(maps.Keys(svc.Environment)) {
@@ -309,30 +210,18 @@ func (b *Backend) podFor(ctx context.Context, p *types.Project, svc types.Servic
 			ShareProcessNamespace: svc.Init,
 		},
 	}
+	if err := b.secure(ctx, svc, pod); err != nil {
+		return nil, err
+	}
+
+	// Compose's semantics beyond the container itself: networks, volumes and binds, ports.
+	if err := b.composeSemantics(ctx, p, svc, pod); err != nil {
+		return nil, err
+	}
 	return pod, nil
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// numericUser parses uid[:gid]; names need the image's passwd, which a pod spec cannot use.
-func numericUser(u string) (uid, gid int64, err error) {
-	us, gs, hasGroup := strings.Cut(u, ":")
-	uid, err = strconv.ParseInt(us, 10, 64)
-	if err != nil {
-		if us == "root" {
-			uid = 0
-		} else {
-			return 0, 0, fmt.Errorf("user %q by name (only numeric uid[:gid])", u)
-		}
-	}
-	gid = -1
-	if hasGroup {
-		if gid, err = strconv.ParseInt(gs, 10, 64); err != nil {
-			return 0, 0, fmt.Errorf("group %q by name (only numeric uid[:gid])", u)
-		}
-	}
-	return uid, gid, nil
-}
 
 // probe turns a healthcheck into an exec readiness probe.
 func probe(hc *types.HealthCheckConfig) *corev1.Probe {
@@ -365,34 +254,6 @@ func probe(hc *types.HealthCheckConfig) *corev1.Probe {
 	return pr
 }
 
-// resources maps cpus and memory limits (the service's own or its deploy section's).
-func resources(svc types.ServiceConfig) corev1.ResourceRequirements {
-	cpus, mem := float64(svc.CPUS), int64(svc.MemLimit)
-	if svc.Deploy != nil && svc.Deploy.Resources.Limits != nil {
-		if l := svc.Deploy.Resources.Limits; l.NanoCPUs > 0 && cpus == 0 {
-			cpus = float64(l.NanoCPUs)
-		}
-		if l := svc.Deploy.Resources.Limits; l.MemoryBytes > 0 && mem == 0 {
-			mem = int64(l.MemoryBytes)
-		}
-	}
-	var r corev1.ResourceRequirements
-	if cpus > 0 || mem > 0 {
-		r.Limits = corev1.ResourceList{}
-	}
-	if cpus > 0 {
-		r.Limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(cpus*1000), resource.DecimalSI)
-	}
-	if mem > 0 {
-		r.Limits[corev1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
-	}
-	if svc.PidsLimit > 0 {
-		// A pod-level pids limit is the kubelet's configuration, not the pod's: left to it.
-		_ = svc.PidsLimit
-	}
-	return r
-}
-
 // Down deletes the project's namespace and waits until it is gone; a namespace that stays
 // Terminating is reported with its finalizers and conditions.
 func (b *Backend) Down(ctx context.Context, project string, opts backend.DownOptions) (backend.Removed, error) {
@@ -400,6 +261,9 @@ func (b *Backend) Down(ctx context.Context, project string, opts backend.DownOpt
 	pods, err := b.cs.CoreV1().Pods(project).List(ctx, listOpts(labels.ManagedFilter))
 	if err == nil {
 		rm.Containers = len(pods.Items)
+	}
+	if claims, err := b.cs.CoreV1().PersistentVolumeClaims(project).List(ctx, listOpts(labels.ManagedFilter)); err == nil {
+		rm.Volumes = len(claims.Items)
 	}
 	grace := int64(1)
 	if opts.Grace < 0 {
@@ -409,7 +273,8 @@ func (b *Backend) Down(ctx context.Context, project string, opts backend.DownOpt
 	}
 	err = b.cs.CoreV1().Namespaces().Delete(ctx, project, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 	if apierrors.IsNotFound(err) {
-		return rm, nil
+		_, err := b.removeVolumes(ctx, project) // left by an earlier Down that timed out
+		return rm, err
 	}
 	if err != nil {
 		return rm, fmt.Errorf("kubernetes down %s: delete namespace: %w", project, err)
@@ -423,7 +288,8 @@ func (b *Backend) Down(ctx context.Context, project string, opts backend.DownOpt
 		return rm, err
 	}
 	rm.Networks = 1
-	return rm, nil
+	_, err = b.removeVolumes(ctx, project)
+	return rm, err
 }
 
 // waitNamespaceGone watches the namespace until it is deleted.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -24,9 +23,19 @@ import (
 var failReasons = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CrashLoopBackOff",
 	"CreateContainerError", "CreateContainerConfigError", "RunContainerError"}
 
-// Wait waits until every service's pod is ready (a one-shot that exited 0 counts as done).
+// Wait waits until every service's pod is ready (a one-shot that exited 0 counts as done),
+// following the pods through an informer.
 func (b *Backend) Wait(ctx context.Context, p *types.Project, opts backend.WaitOptions) ([]backend.ServiceState, error) {
-	return b.wait(ctx, p, slices.Sorted(maps.Keys(p.Services)), opts)
+	w, err := b.watchPods(ctx, p.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	conds := map[string]string{}
+	for name := range p.Services {
+		conds[name] = conditionReady
+	}
+	return b.await(ctx, w, p, conds, opts)
 }
 
 // budget is opts.Timeout, else the backend's start timeout plus the slowest healthcheck's
@@ -54,80 +63,6 @@ func (b *Backend) budget(p *types.Project, services []string, opts backend.WaitO
 	return d
 }
 
-// wait watches the namespace's pods until services are ready, one fails, or the budget ends.
-func (b *Backend) wait(ctx context.Context, p *types.Project, services []string, opts backend.WaitOptions) ([]backend.ServiceState, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.budget(p, services, opts))
-	defer cancel()
-	states := map[string]backend.ServiceState{}
-	reported := map[string]bool{}
-	// check updates states from a pod and says whether everything is ready; an error is a
-	// pod that will never be.
-	check := func(pod *corev1.Pod) error {
-		svc := pod.Annotations[labels.ComposeServiceLabel]
-		if !slices.Contains(services, svc) {
-			return nil
-		}
-		st, reason := podState(pod, p.Services[svc].HealthCheck != nil)
-		states[svc] = st
-		if reason != "" {
-			return b.podFailure(context.WithoutCancel(ctx), pod, reason)
-		}
-		if st.Ready && !reported[svc] && opts.OnReady != nil {
-			reported[svc] = true
-			opts.OnReady(st)
-		}
-		return nil
-	}
-	done := func() bool {
-		for _, s := range services {
-			if !states[s].Ready {
-				return false
-			}
-		}
-		return true
-	}
-	for {
-		list, err := b.cs.CoreV1().Pods(p.Name).List(ctx, listOpts(labels.ComposeProjectLabel+"="+labelValue(p.Name)))
-		if err != nil {
-			return b.result(services, states), fmt.Errorf("kubernetes wait %s: %w", p.Name, err)
-		}
-		for i := range list.Items {
-			if err := check(&list.Items[i]); err != nil {
-				return b.result(services, states), err
-			}
-		}
-		if done() {
-			return b.result(services, states), nil
-		}
-		w, err := b.cs.CoreV1().Pods(p.Name).Watch(ctx, metav1.ListOptions{
-			LabelSelector:   labels.ComposeProjectLabel + "=" + labelValue(p.Name),
-			ResourceVersion: list.ResourceVersion,
-		})
-		if err != nil {
-			return b.result(services, states), b.notReady(ctx, p.Name, services, states, err)
-		}
-		for ev := range w.ResultChan() {
-			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			if err := check(pod); err != nil {
-				w.Stop()
-				return b.result(services, states), err
-			}
-			if done() {
-				w.Stop()
-				return b.result(services, states), nil
-			}
-		}
-		w.Stop()
-		if ctx.Err() != nil {
-			return b.result(services, states), b.notReady(ctx, p.Name, services, states, ctx.Err())
-		}
-		// The server ended the watch: list again and resume.
-	}
-}
-
 func (b *Backend) result(services []string, states map[string]backend.ServiceState) []backend.ServiceState {
 	out := make([]backend.ServiceState, 0, len(services))
 	for _, s := range services {
@@ -138,20 +73,6 @@ func (b *Backend) result(services []string, states map[string]backend.ServiceSta
 		out = append(out, st)
 	}
 	return out
-}
-
-func (b *Backend) notReady(ctx context.Context, ns string, services []string, states map[string]backend.ServiceState, err error) error {
-	var not []string
-	for _, s := range services {
-		if st := states[s]; !st.Ready {
-			not = append(not, fmt.Sprintf("%s (%s%s)", s, st.State, strings.TrimSuffix(" "+st.Health, " ")))
-		}
-	}
-	msg := fmt.Sprintf("kubernetes wait %s: not ready: %s", ns, strings.Join(not, ", "))
-	if ctx.Err() != nil {
-		return errdefs.Wrap(errdefs.ErrTimeout, err, msg)
-	}
-	return fmt.Errorf("%s: %w", msg, err)
 }
 
 // podState describes a pod as a service state, and names the reason it will never be ready.
@@ -165,6 +86,10 @@ func podState(pod *corev1.Pod, health bool) (backend.ServiceState, string) {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
 			return st, "FailedScheduling: " + c.Message
 		}
+	}
+	if pod.Status.Phase == corev1.PodFailed && len(pod.Status.ContainerStatuses) == 0 {
+		// Refused by the node before any container started (a forbidden sysctl, say).
+		return st, pod.Status.Reason + ": " + pod.Status.Message
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		switch {

@@ -10,6 +10,7 @@ import (
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/compose"
+	"github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
 
@@ -47,6 +48,10 @@ func WithSweepStale() Option {
 // startTracking runs once per TaskInit, before anything is created: the reaper's start, the
 // task hold in the state cache, and the stale sweep of the task's name, when configured.
 func (o *Orchestrator) startTracking(ctx context.Context, task string) error {
+	if o.cfg.reaper && o.backend.Kind() == "kubernetes" {
+		// The watchdog is a Docker client: on a cluster it would watch nothing.
+		return errdefs.New(errdefs.ErrPrerequisite, "the reaper (WithReaper, --reaper) watches a Docker engine, not a Kubernetes cluster: remove a killed owner's samples with cleanup --stale")
+	}
 	if o.cfg.reaper {
 		// The watchdog reaches the engine the way this process's environment says; a client
 		// or backend given with WithClient or WithBackend may point elsewhere, so pass its

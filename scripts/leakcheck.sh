@@ -4,10 +4,16 @@
 # before the run are in the snapshot and so are not reported.
 set -euo pipefail
 state=${LEAKCHECK_STATE:-/tmp/composebox-leakcheck.$(id -u)}
+# The local Kubernetes cluster's namespaces too, while it runs (bin/k8s/env).
+k8s_env=$(cd "$(dirname "$0")/.." && pwd)/bin/k8s/env
 list() {
   { docker ps -aq --no-trunc --filter label=dev.composebox.managed | sed 's/^/container /'
     docker network ls -q --no-trunc --filter label=dev.composebox.managed | sed 's/^/network /'
     docker volume ls -q --filter label=dev.composebox.managed | sed 's/^/volume /'
+    if [ -f "$k8s_env" ]; then
+      (. "$k8s_env" && "$COMPOSEBOX_K8S_KUBECTL" --kubeconfig "$KUBECONFIG" get namespaces \
+        -l dev.composebox.managed -o name) | sed 's#^namespace/#namespace #'
+    fi
   } | sort
 }
 case ${1:-check} in
@@ -25,7 +31,7 @@ check)
     done <<<"$leaked"
     exit 1
   fi
-  echo "leakcheck: no composebox container, network or volume left behind"
+  echo "leakcheck: no composebox container, network, volume or namespace left behind"
   ;;
 *) echo "usage: $0 snapshot|check" >&2; exit 2 ;;
 esac

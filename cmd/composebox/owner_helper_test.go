@@ -24,6 +24,7 @@ import (
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/testutil"
+	"github.com/composebox/composebox/kubernetes"
 	"github.com/composebox/composebox/orchestrator"
 )
 
@@ -38,6 +39,9 @@ const (
 	helperModeEnv  = "CBX_TEST_OWNER_MODE"
 	helperTaskEnv  = "CBX_TEST_OWNER_TASK"
 	helperStateEnv = "CBX_TEST_OWNER_STATE"
+	// With a kubeconfig (and a registry), the sample runs on that cluster.
+	helperKubeconfigEnv = "CBX_TEST_OWNER_KUBECONFIG"
+	helperRegistryEnv   = "CBX_TEST_OWNER_REGISTRY"
 )
 
 // keepAlive is a one-service project that is up in well under a second.
@@ -72,6 +76,13 @@ func TestHelperOwner(t *testing.T) {
 	opts := []orchestrator.Option{orchestrator.WithStateDir(os.Getenv(helperStateEnv))}
 	if strings.HasSuffix(mode, "+reaper") {
 		opts = append(opts, orchestrator.WithReaper())
+	}
+	if kc := os.Getenv(helperKubeconfigEnv); kc != "" {
+		b, err := kubernetes.New(kubernetes.Options{Kubeconfig: kc, Registry: os.Getenv(helperRegistryEnv)})
+		if err != nil {
+			fail(err)
+		}
+		opts = append(opts, orchestrator.WithBackend(b))
 	}
 	o, err := orchestrator.New(opts...)
 	if err != nil {
@@ -111,10 +122,10 @@ type ownerProc struct {
 
 // startOwner runs TestHelperOwner in mode for task and waits until its sample is up. It is
 // killed at the end of the test.
-func startOwner(t *testing.T, mode, task string) *ownerProc {
+func startOwner(t *testing.T, mode, task string, env ...string) *ownerProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperOwner$", "-test.count=1")
-	cmd.Env = append(os.Environ(), helperModeEnv+"="+mode, helperTaskEnv+"="+task, helperStateEnv+"="+t.TempDir())
+	cmd.Env = append(append(os.Environ(), helperModeEnv+"="+mode, helperTaskEnv+"="+task, helperStateEnv+"="+t.TempDir()), env...)
 	p := &ownerProc{cmd: cmd, stderr: &bytes.Buffer{}}
 	cmd.Stderr = p.stderr
 	var err error

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -184,5 +186,33 @@ func checkNodeVersion(ctx context.Context, t *testing.T, cs kubernetes.Interface
 	}
 	if v := nodes.Items[0].Status.NodeInfo.KubeletVersion; !strings.HasPrefix(v, "v1.") || strings.Contains(v, "0.0.0") {
 		t.Fatalf("kubelet reports version %q, want a release", v)
+	}
+}
+
+// The documented ClusterRole is enough for a sample's objects and no more: the account it
+// is bound to may create a namespace and pods in it, and may not read secrets or grant
+// itself more.
+func TestServiceAccountHasTheDocumentedPrivilegesOnly(t *testing.T) {
+	env := Load(t)
+	cfg := env.ServiceAccount(t)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	ns, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "cbx-test-sa-", Labels: Labels(t)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create a namespace as the service account: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{}) })
+	if _, err := cs.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("list secrets: %v, want forbidden", err)
+	}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns.Name},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("bind cluster-admin: %v, want forbidden", err)
+	}
+	if _, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("list nodes: %v, want forbidden", err)
 	}
 }

@@ -1,7 +1,10 @@
 // Package k8stest holds helpers for tests that run against the local Kubernetes cluster that
-// `make k8s` brings up (scripts/k8s). That cluster is optional: a test using it is skipped,
-// saying why, when bin/k8s/env is absent. Every object a helper creates carries composebox's
-// labels and is removed by t.Cleanup, registered before the helper returns.
+// `make k8s` brings up (scripts/k8s). Outside `make test` that cluster is optional: a test
+// using it is skipped, saying why, when bin/k8s/env is absent. `make test` brings the cluster
+// up and sets $COMPOSEBOX_K8S_REQUIRED, which turns that skip into a failure, so that a run
+// that should have covered Kubernetes never passes without it. Every object a helper creates
+// carries composebox's labels and is removed by t.Cleanup, registered before the helper
+// returns.
 package k8stest
 
 import (
@@ -13,6 +16,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -38,12 +42,18 @@ import (
 	"github.com/composebox/composebox/cleanup/labels"
 )
 
+// EnvRequired, when set (`make test` sets it), fails a test that needs the cluster when it is
+// absent, instead of skipping it.
+const EnvRequired = "COMPOSEBOX_K8S_REQUIRED"
+
 // Env is what `make k8s` wrote into bin/k8s/env.
 type Env struct {
 	Kubeconfig string // KUBECONFIG: the cluster's admin
 	Registry   string // COMPOSEBOX_REGISTRY: host:port of the registry Docker pushes to
 	Node       string // COMPOSEBOX_K8S_NODE
 	DNS        string // COMPOSEBOX_K8S_DNS: the nameserver pods use
+	// Containerd is COMPOSEBOX_K8S_CONTAINERD: the socket of the cluster's own containerd.
+	Containerd string
 }
 
 // Load reads bin/k8s/env from the repository's root, skipping the test when it is absent
@@ -55,6 +65,9 @@ func Load(t testing.TB) Env {
 		t.Fatalf("find bin/k8s/env: %v", err)
 	}
 	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) && os.Getenv(EnvRequired) != "" {
+		t.Fatalf("no local Kubernetes cluster (%s is absent) and $%s is set: run `make k8s`", path, EnvRequired)
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		t.Skipf("no local Kubernetes cluster (%s is absent): run `make k8s` to include this test", path)
 	}
@@ -74,22 +87,34 @@ func Load(t testing.TB) Env {
 		t.Fatalf("read %s: %v", path, err)
 	}
 	env := Env{Kubeconfig: vars["KUBECONFIG"], Registry: vars["COMPOSEBOX_REGISTRY"],
-		Node: vars["COMPOSEBOX_K8S_NODE"], DNS: vars["COMPOSEBOX_K8S_DNS"]}
+		Node: vars["COMPOSEBOX_K8S_NODE"], DNS: vars["COMPOSEBOX_K8S_DNS"], Containerd: vars["COMPOSEBOX_K8S_CONTAINERD"]}
+	if env.Containerd == "" {
+		env.Containerd = "/run/composebox-k8s/containerd/containerd.sock" // an env file of an older make k8s
+	}
 	if env.Kubeconfig == "" || env.Registry == "" {
 		t.Fatalf("%s lacks KUBECONFIG or COMPOSEBOX_REGISTRY: rerun `make k8s`", path)
 	}
 	return env
 }
 
-// envPath walks up from the working directory (a package's, under go test) to go.mod.
+// envPath is bin/k8s/env in the repository's root.
 func envPath() (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "bin", "k8s", "env"), nil
+}
+
+// repoRoot walks up from the working directory (a package's, under go test) to go.mod.
+func repoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "bin", "k8s", "env"), nil
+			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
@@ -360,4 +385,62 @@ func Exec(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, ns, po
 // cluster converges to asynchronously (a NetworkPolicy reaching the node's firewall).
 func Poll(ctx context.Context, timeout time.Duration, cond func(context.Context) (bool, error)) error {
 	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, cond)
+}
+
+// KillContainer kills the main process of the pod's first container from the host, through
+// the cluster's containerd (as a crash or the OOM killer would, and as `docker kill` does),
+// and waits until the pod's status shows the container terminated.
+func (e Env) KillContainer(t testing.TB, cs kubernetes.Interface, ns, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pod, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("kill %s/%s: %v", ns, name, err)
+	}
+	if len(pod.Status.ContainerStatuses) == 0 || pod.Status.ContainerStatuses[0].ContainerID == "" {
+		t.Fatalf("kill %s/%s: no container yet", ns, name)
+	}
+	_, id, _ := strings.Cut(pod.Status.ContainerStatuses[0].ContainerID, "://")
+	out, err := exec.CommandContext(ctx, "ctr", "--address", e.Containerd, "-n", "k8s.io", "task", "kill", "-s", "SIGKILL", id).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kill %s/%s (container %s): %v: %s", ns, name, id, err, out)
+	}
+	if err := WaitPodStopped(ctx, cs, ns, name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WaitPodStopped waits, through a watch, until the pod's first container is terminated or the
+// pod is gone.
+func WaitPodStopped(ctx context.Context, cs kubernetes.Interface, ns, name string) error {
+	stopped := func(p *corev1.Pod) bool {
+		return len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Terminated != nil
+	}
+	for {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if stopped(p) {
+			return nil
+		}
+		w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: p.ResourceVersion})
+		if err != nil {
+			return err
+		}
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ev.Type == "DELETED" || ok && stopped(p) {
+				w.Stop()
+				return nil
+			}
+		}
+		w.Stop()
+		if ctx.Err() != nil {
+			return fmt.Errorf("pod %s/%s still running: %w", ns, name, ctx.Err())
+		}
+	}
 }
