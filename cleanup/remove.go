@@ -115,7 +115,7 @@ func RemoveProject(ctx context.Context, c client.APIClient, project string, opts
 	var gone []string
 	for _, n := range nets {
 		g.Go(func() error {
-			if err := c.NetworkRemove(ctx, n.ID); err != nil && !client.IsErrNotFound(err) {
+			if err := removeNetwork(ctx, c, n.ID); err != nil {
 				fail(fmt.Errorf("remove network %s of %s: %w", n.Name, project, err))
 				return nil
 			}
@@ -198,6 +198,38 @@ func removeContainer(ctx context.Context, c client.APIClient, id, state string, 
 	}
 	err := c.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !client.IsErrNotFound(err) && !isRemovalInProgress(err) {
+		return err
+	}
+	return nil
+}
+
+// removeNetwork removes a project's network. Once the project's containers are gone, an
+// endpoint still on the network is either a foreign container someone connected to it or one
+// the engine forgot when a container died with it (seen after a SIGKILLed run); either would
+// keep the network forever, so they are disconnected by force and the removal tried once more.
+func removeNetwork(ctx context.Context, c client.APIClient, id string) error {
+	err := c.NetworkRemove(ctx, id)
+	if err == nil || client.IsErrNotFound(err) {
+		return nil
+	}
+	if !strings.Contains(err.Error(), "active endpoints") {
+		return err
+	}
+	n, ierr := c.NetworkInspect(ctx, id, network.InspectOptions{})
+	if ierr != nil {
+		if client.IsErrNotFound(ierr) {
+			return nil
+		}
+		return err
+	}
+	for key, ep := range n.Containers {
+		target := ep.Name
+		if target == "" {
+			target = key
+		}
+		_ = c.NetworkDisconnect(ctx, id, target, true)
+	}
+	if err := c.NetworkRemove(ctx, id); err != nil && !client.IsErrNotFound(err) {
 		return err
 	}
 	return nil

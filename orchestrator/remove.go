@@ -32,10 +32,14 @@ type RemoveResult struct {
 // projects whose names are near; the other projects are still removed. It returns a result
 // per project removed (or whose removal failed), in the order given, and the first error.
 func (o *Orchestrator) Remove(ctx context.Context, projects []string, opts RemoveOptions) ([]RemoveResult, error) {
-	if _, err := o.prerequisites(ctx); err != nil {
+	// Teardown: all of it, the listing included, works after ctx is cancelled (a test's or a
+	// signal handler's cleanup), bounded by the timeout.
+	dctx, cancel := teardownContext(ctx, CleanupOptions{Timeout: opts.Timeout})
+	defer cancel()
+	if _, err := o.prerequisites(dctx); err != nil {
 		return nil, err
 	}
-	listed, err := o.backend.ListProjects(ctx)
+	listed, err := o.backend.ListProjects(dctx)
 	if err != nil {
 		return nil, o.engineLost(err)
 	}
@@ -43,8 +47,6 @@ func (o *Orchestrator) Remove(ctx context.Context, projects []string, opts Remov
 	for i, p := range listed {
 		names[i] = p.Name
 	}
-	dctx, cancel := teardownContext(ctx, CleanupOptions{Timeout: opts.Timeout})
-	defer cancel()
 	results := []RemoveResult{}
 	var firstErr error
 	for _, p := range projects {

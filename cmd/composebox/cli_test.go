@@ -18,7 +18,9 @@ import (
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(t.Context(), args, strings.NewReader(""), &out, &errb)
+	// Not t.Context(): that is cancelled before the cleanups run, and a cleanup's `down` must
+	// still work.
+	code := run(context.Background(), args, strings.NewReader(""), &out, &errb)
 	return code, out.String(), errb.String()
 }
 

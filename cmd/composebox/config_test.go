@@ -39,6 +39,7 @@ func TestConfigTestdata(t *testing.T) {
 		"dockerfile-only":   "",
 		"multi-service":     "",
 		"x-default":         "",
+		"build-x-default":   "",
 		"init-sidecar":      "",
 		"bad":               "invalid_config",
 		"policy-violations": "policy_violation",

@@ -19,7 +19,11 @@ func upJSON(t *testing.T, args ...string) upResult {
 	var up upResult
 	_ = json.Unmarshal([]byte(out), &up)
 	if up.Project != "" {
-		t.Cleanup(func() { runCLI(t, "down", up.Project) })
+		t.Cleanup(func() {
+			if code, _, errOut := runCLI(t, "down", "-v", up.Project); code != 0 && !strings.Contains(errOut, "not_found") {
+				t.Errorf("down -v %s: exit %d, %s", up.Project, code, errOut)
+			}
+		})
 	}
 	if code != 0 || up.Project == "" {
 		t.Fatalf("up %v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
@@ -89,7 +93,7 @@ func TestUpExecCpDown(t *testing.T) {
 	}
 
 	// A detached sample is not stale, even though `up` (this process's run) is over.
-	if code, _, errOut := runCLI(t, "cleanup", "--stale"); code != 0 {
+	if code, _, errOut := runCLI(t, "cleanup", "--stale", "--task", "cli-flow"); code != 0 {
 		t.Fatalf("cleanup --stale: exit %d, %s", code, errOut)
 	}
 	if n := testutil.Resources(t, c, labels.ComposeProjectLabel+"="+p); n == 0 {
