@@ -51,7 +51,8 @@ type Options struct {
 	// Events are the orchestrator's events, for /v1/events: give Events.Observe to
 	// orchestrator.WithObserver. Nil: the stream stays empty.
 	Events *Events
-	// Doctor answers /v1/doctor (default: prereqs.Doctor with its default options).
+	// Doctor answers /v1/doctor (default: the orchestrator's Doctor, which asks its backend:
+	// the Docker engines or the cluster the server runs samples on).
 	Doctor func(ctx context.Context) prereqs.Report
 	// Logger receives the server's diagnostics (default: discard).
 	Logger *slog.Logger
@@ -120,7 +121,11 @@ func New(o *orchestrator.Orchestrator, opts Options) *Server {
 		opts.Events = NewEvents()
 	}
 	if opts.Doctor == nil {
-		opts.Doctor = func(ctx context.Context) prereqs.Report { return prereqs.Doctor(ctx, prereqs.Options{}) }
+		opts.Doctor = func(ctx context.Context) prereqs.Report {
+			// Without a build, Doctor's findings are all in its report.
+			r, _ := o.Doctor(ctx, orchestrator.DoctorOptions{})
+			return r
+		}
 	}
 	log := opts.Logger
 	if log == nil {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/composebox/composebox/api"
 	"github.com/composebox/composebox/orchestrator"
-	"github.com/composebox/composebox/prereqs"
 )
 
 type serveOptions struct {
@@ -82,14 +81,15 @@ func runServe(cmd *cobra.Command, g *globals, opts serveOptions) error {
 	if opts.MaxPerLease < 1 {
 		return usageError{fmt.Errorf("serve: --max-per-lease %d: want at least 1", opts.MaxPerLease)}
 	}
-	sn, err := g.subnets()
-	if err != nil {
+	// A bad --subnet-pool is a usage error before anything listens.
+	if _, err := g.subnets(); err != nil {
 		return usageError{err}
 	}
 	ready := serveReady{PID: os.Getpid(), Version: version}
 	var (
 		l     net.Listener
 		token string
+		err   error
 	)
 	if opts.Listen != "" {
 		if l, err = api.ListenTCP(opts.Listen); err != nil {
@@ -128,9 +128,6 @@ func runServe(cmd *cobra.Command, g *globals, opts serveOptions) error {
 		Version:     version,
 		Events:      events,
 		Logger:      g.log,
-		Doctor: func(ctx context.Context) prereqs.Report {
-			return prereqs.Doctor(ctx, prereqs.Options{Subnets: prereqs.SubnetOptions{Disabled: sn.Disabled, Pool: sn.Pool, Bits: sn.Bits}})
-		},
 	})
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
