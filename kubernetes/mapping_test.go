@@ -258,10 +258,11 @@ services:
 			}
 		}
 	}
-	check("limits", map[corev1.ResourceName]string{"cpu": "1500m", "memory": "256Mi"}, map[corev1.ResourceName]string{"memory": "64Mi"})
+	// A limit without a reservation requests nothing, written out (else the limit is copied).
+	check("limits", map[corev1.ResourceName]string{"cpu": "1500m", "memory": "256Mi"}, map[corev1.ResourceName]string{"cpu": "0", "memory": "64Mi"})
 	// A reservation above its limit is cut to the limit.
 	check("deploy", map[corev1.ResourceName]string{"cpu": "500m", "memory": "128Mi"}, map[corev1.ResourceName]string{"cpu": "500m", "memory": "32Mi"})
-	check("quota", map[corev1.ResourceName]string{"cpu": "500m"}, nil)
+	check("quota", map[corev1.ResourceName]string{"cpu": "500m"}, map[corev1.ResourceName]string{"cpu": "0"})
 	check("none", nil, nil)
 	if pidsLimit(p.Services["limits"]) != 100 || pidsLimit(p.Services["deploy"]) != 50 {
 		t.Error("pids limits")
