@@ -11,6 +11,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Names a Service cannot carry. A compose alias or container_name may hold dots or
@@ -65,6 +66,12 @@ func hostsOnlyNames(p *types.Project) map[string][]hostName {
 	return out
 }
 
+// aliasable reports a name a hostAlias may carry: the API server takes only lowercase DNS
+// subdomains there, while /etc/hosts takes any name (an underscore, say, as compose allows).
+func aliasable(name string) bool {
+	return len(validation.IsDNS1123Subdomain(name)) == 0
+}
+
 // podIP is a pod's address, "" before it has one.
 func podIP(pod *corev1.Pod) string {
 	if pod == nil {
@@ -78,6 +85,9 @@ func podIP(pod *corev1.Pod) string {
 func hostAliases(p *types.Project, consumer string, pods map[string]*corev1.Pod) []corev1.HostAlias {
 	byIP := map[string][]string{}
 	for _, h := range hostsOnlyNames(p)[consumer] {
+		if !aliasable(h.name) {
+			continue // completeHosts writes it
+		}
 		if ip := podIP(pods[h.target]); ip != "" && !slices.Contains(byIP[ip], h.name) {
 			byIP[ip] = append(byIP[ip], h.name)
 		}
