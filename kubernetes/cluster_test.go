@@ -1,11 +1,17 @@
 package kubernetes_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -275,14 +281,92 @@ func TestWarmPoolOnKubernetes(t *testing.T) {
 	}
 }
 
-// Another process's shared pool is taken from across processes: two orchestrators stand for
-// two processes on one cluster.
-func TestSharedPoolTakenByAnotherOrchestrator(t *testing.T) {
+// sharedKeeperEnv names the task TestHelperSharedPoolKeeper keeps a shared pool of: set, this
+// test binary runs as that other process.
+const sharedKeeperEnv = "CBX_TEST_K8S_SHARED_TASK"
+
+// sharedKeeperDirEnv is the task directory both processes load: a pool is shared only between
+// tasks of one configuration, and a task's directory is part of it.
+const sharedKeeperDirEnv = "CBX_TEST_K8S_SHARED_DIR"
+
+// TestHelperSharedPoolKeeper is the other process of TestSharedPoolTakenByAnotherProcess: it
+// keeps a shared warm pool of one sample, prints CBX-READY once it is full, and ends (its task
+// cleaned up) when its stdin closes.
+func TestHelperSharedPoolKeeper(t *testing.T) {
+	name := os.Getenv(sharedKeeperEnv)
+	if name == "" {
+		t.Skip("helper process of TestSharedPoolTakenByAnotherProcess")
+	}
+	c := newCluster(t)
+	keeper := taskInit(t, c.orchestrator(t), orchestrator.TaskSpec{Name: name, Path: os.Getenv(sharedKeeperDirEnv), Warm: 1, SharePool: true})
+	eventually(t, "a warm sample", func() bool { return keeper.PoolStatus().Ready == 1 })
+	fmt.Println("CBX-READY")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+}
+
+// Another process's shared pool is taken: the pool is kept by this test binary run again as
+// TestHelperSharedPoolKeeper (an owner is a process, so two orchestrators of one process
+// would not do).
+func TestSharedPoolTakenByAnotherProcess(t *testing.T) {
 	c := newCluster(t)
 	name := uniqueTask("shared")
-	keeper := taskInit(t, c.orchestrator(t), orchestrator.TaskSpec{Name: name, YAML: []byte(keepAlive), Warm: 1, SharePool: true})
-	eventually(t, "a warm sample", func() bool { return keeper.PoolStatus().Ready == 1 })
-	taker := taskInit(t, c.orchestrator(t), orchestrator.TaskSpec{Name: name, YAML: []byte(keepAlive), TakeShared: true})
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperSharedPoolKeeper$", "-test.count=1", "-test.v")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "compose.yaml"), []byte(keepAlive), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env = append(os.Environ(), sharedKeeperEnv+"="+name, sharedKeeperDirEnv+"="+dir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The keeper ends by itself once its stdin closes, removing its task; killed only if not.
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(2 * time.Minute):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		found := false
+		for sc.Scan() {
+			if sc.Text() == "CBX-READY" && !found {
+				found = true
+				ready <- true
+			}
+		}
+		if !found {
+			ready <- false
+		}
+	}()
+	// What the keeper said, once it has ended (its stderr is written until then).
+	said := func() string { _ = cmd.Process.Kill(); _ = cmd.Wait(); return stderr.String() }
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatalf("the keeper ended before its pool was full:\n%s", said())
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("the keeper's pool was not full within 3 minutes:\n%s", said())
+	}
+
+	taker := taskInit(t, c.orchestrator(t), orchestrator.TaskSpec{Name: name, Path: dir, TakeShared: true})
 	warm, err := c.b.WarmProjects(t.Context(), name)
 	if err != nil || len(warm) != 1 || !warm[0].Shared {
 		t.Fatalf("warm projects %+v, %v", warm, err)
@@ -293,6 +377,9 @@ func TestSharedPoolTakenByAnotherOrchestrator(t *testing.T) {
 	}
 	if got := c.namespaces(t, name)[s.Project()]; got != labels.PoolClaimed {
 		t.Fatalf("pool label %q after the take, want claimed", got)
+	}
+	if r, err := s.Default().Exec(t.Context(), orchestrator.ExecRequest{Cmd: []string{"true"}}); err != nil || r.ExitCode != 0 {
+		t.Fatalf("exec in the taken sample: %+v %v", r, err)
 	}
 }
 

@@ -55,6 +55,7 @@ func ended(pod *corev1.Pod) bool {
 
 // unavailable is ErrUnavailable for what in t's container, with the container's diagnosis.
 func (b *Backend) unavailable(ctx context.Context, t backend.Target, what string, cause error) error {
+	b.dead.Store(t.Container, true)
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	d, err := b.Diagnose(dctx, t)
@@ -72,7 +73,7 @@ func (b *Backend) unavailable(ctx context.Context, t backend.Target, what string
 // it does. A new exec into a dead container fails at once, while its pod's status says so only
 // later: once the exec has failed, the status is awaited so that the diagnosis tells how the
 // container ended.
-func (b *Backend) dead(ctx context.Context, t backend.Target, what string, cause error) error {
+func (b *Backend) checkDead(ctx context.Context, t backend.Target, what string, cause error) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusLag+5*time.Second)
 	defer cancel()
 	if code, err := b.stream(dctx, t.Container, []string{"sh", "-c", "exit 0"}, nil, io.Discard, io.Discard, false, nil); err == nil && code == 0 {
@@ -209,4 +210,19 @@ func endedSince(pod *corev1.Pod, since time.Time) bool {
 		}
 	}
 	return false
+}
+
+// knownDead is ErrUnavailable for a container this backend has already found dead, checked
+// again (it may have been restarted since); nil for any other. ExecStream needs it: its
+// stream to a dead container opens before the container's state is known, so without it the
+// death would show only in the process's Wait.
+func (b *Backend) knownDead(ctx context.Context, t backend.Target, what string) error {
+	if _, ok := b.dead.Load(t.Container); !ok {
+		return nil
+	}
+	if err := b.checkDead(ctx, t, what, nil); err != nil {
+		return err
+	}
+	b.dead.Delete(t.Container)
+	return nil
 }

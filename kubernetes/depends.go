@@ -430,6 +430,21 @@ func (b *Backend) startService(ctx context.Context, w *podWatch, p *types.Projec
 	if err != nil {
 		return err
 	}
+	running, _ := w.view()
+	pod.Spec.HostAliases = append(pod.Spec.HostAliases, hostAliases(p, name, running)...)
+	if len(svc.DependsOn) > 0 {
+		base, err := b.BaseImage(ctx)
+		if err != nil {
+			return err
+		}
+		ref, err := b.registryRef(base)
+		if err != nil {
+			return err
+		}
+		if c := policyWait(p, name, running, ref); c != nil {
+			pod.Spec.InitContainers = append([]corev1.Container{*c}, pod.Spec.InitContainers...)
+		}
+	}
 	if _, err := b.cs.CoreV1().Pods(p.Name).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("kubernetes up %s: create pod %s: %w", p.Name, pod.Name, err)
 	}

@@ -350,14 +350,14 @@ func (b *Backend) run(ctx context.Context, t backend.Target, req backend.ExecReq
 		res.ExitCode = 137
 		return res, &backend.ExecError{Result: res, Err: errdefs.Wrap(errdefs.ErrTimeout, context.DeadlineExceeded, fmt.Sprintf("%s: timed out after %s", what, req.Timeout))}
 	case serr != nil:
-		if err := b.dead(ctx, t, what, serr); err != nil {
+		if err := b.checkDead(ctx, t, what, serr); err != nil {
 			return res, err
 		}
 		return res, fmt.Errorf("%s: %w", what, serr)
 	case code == 137:
 		// A container killed under the command kills the command first: a 137 is believed
 		// once the container is seen to run.
-		if err := b.dead(ctx, t, what, nil); err != nil {
+		if err := b.checkDead(ctx, t, what, nil); err != nil {
 			return res, &backend.ExecError{Result: res, Err: err}
 		}
 	case code == codeNoCwd && errc.total == 0:
@@ -378,6 +378,9 @@ func (b *Backend) Exec(ctx context.Context, t backend.Target, req backend.ExecRe
 // runs, or with the error that kept it from starting.
 func (b *Backend) ExecStream(ctx context.Context, t backend.Target, req backend.ExecRequest) (*backend.Process, error) {
 	if err := checkRequest(req); err != nil {
+		return nil, err
+	}
+	if err := b.knownDead(ctx, t, "exec "+strings.Join(req.Cmd, " ")); err != nil {
 		return nil, err
 	}
 	p, feed := backend.NewProcess()
@@ -413,7 +416,7 @@ func (b *Backend) ExecDetached(ctx context.Context, t backend.Target, req backen
 	var out, errb bytes.Buffer
 	code, err := b.stream(ctx, t.Container, cmd, nil, &out, &errb, false, nil)
 	if err != nil {
-		if derr := b.dead(ctx, t, what, err); derr != nil {
+		if derr := b.checkDead(ctx, t, what, err); derr != nil {
 			return "", derr
 		}
 		return "", fmt.Errorf("%s: %w", what, err)

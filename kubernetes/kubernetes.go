@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/docker/docker/client"
@@ -89,6 +90,8 @@ type Backend struct {
 	// storageClass and dns are Options.StorageClass and Options.DNS.
 	storageClass string
 	dns          []netip.Addr
+	// dead holds the containers (namespace/pod) found dead: see knownDead.
+	dead sync.Map
 }
 
 var _ backend.Backend = (*Backend)(nil)

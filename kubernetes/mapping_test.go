@@ -258,10 +258,11 @@ services:
 			}
 		}
 	}
-	check("limits", map[corev1.ResourceName]string{"cpu": "1500m", "memory": "256Mi"}, map[corev1.ResourceName]string{"memory": "64Mi"})
+	// A limit without a reservation requests nothing, written out (else the limit is copied).
+	check("limits", map[corev1.ResourceName]string{"cpu": "1500m", "memory": "256Mi"}, map[corev1.ResourceName]string{"cpu": "0", "memory": "64Mi"})
 	// A reservation above its limit is cut to the limit.
 	check("deploy", map[corev1.ResourceName]string{"cpu": "500m", "memory": "128Mi"}, map[corev1.ResourceName]string{"cpu": "500m", "memory": "32Mi"})
-	check("quota", map[corev1.ResourceName]string{"cpu": "500m"}, nil)
+	check("quota", map[corev1.ResourceName]string{"cpu": "500m"}, map[corev1.ResourceName]string{"cpu": "0"})
 	check("none", nil, nil)
 	if pidsLimit(p.Services["limits"]) != 100 || pidsLimit(p.Services["deploy"]) != 50 {
 		t.Error("pids limits")
@@ -439,5 +440,60 @@ services:
 	want := []corev1.ContainerPort{{ContainerPort: 1337, Protocol: "TCP"}, {ContainerPort: 80, Protocol: "TCP"}, {ContainerPort: 53, Protocol: "UDP"}}
 	if !slices.Equal(got, want) {
 		t.Errorf("ports %+v, want %+v", got, want)
+	}
+}
+
+// Names no Service can carry reach only the services that share a network with their owner:
+// as hostAliases once the owner has an address and the name is a DNS subdomain, the others
+// through /etc/hosts.
+func TestHostsOnlyNames(t *testing.T) {
+	p := load(t, "", `
+services:
+  victim:
+    image: x
+    container_name: my_box
+    networks:
+      shared:
+        aliases: [locktalk.chals.local, plain]
+  agent:
+    image: x
+    networks: [shared]
+    depends_on: [victim]
+  lonely:
+    image: x
+    networks: [other]
+    depends_on: [victim]
+networks:
+  shared: {}
+  other: {}
+`)
+	names := hostsOnlyNames(p)
+	want := []hostName{{"victim", "locktalk.chals.local"}, {"victim", "my_box"}}
+	for _, consumer := range []string{"agent", "victim"} {
+		if got := names[consumer]; !slices.Equal(got, want) {
+			t.Errorf("%s resolves %v, want %v", consumer, got, want)
+		}
+	}
+	if got := names["lonely"]; len(got) != 0 {
+		t.Errorf("a service on another network resolves %v", got)
+	}
+	pods := map[string]*corev1.Pod{"victim": {Status: corev1.PodStatus{PodIP: "10.0.0.7"}}}
+	got := hostAliases(p, "agent", pods)
+	if len(got) != 1 || got[0].IP != "10.0.0.7" || !slices.Equal(got[0].Hostnames, []string{"locktalk.chals.local"}) {
+		t.Errorf("host aliases %+v: want the dotted alias only (my_box is no DNS subdomain)", got)
+	}
+	if got := hostAliases(p, "agent", nil); len(got) != 0 {
+		t.Errorf("host aliases before the victim has an address: %+v", got)
+	}
+
+	if c := policyWait(p, "agent", pods, "reg/base:1"); c == nil || !slices.Contains(c.Command, "10.0.0.7") ||
+		!slices.Equal(c.SecurityContext.Capabilities.Add, []corev1.Capability{"NET_RAW"}) {
+		t.Errorf("agent's policy barrier %+v, want one pinging the victim with NET_RAW alone", c)
+	}
+	if c := policyWait(p, "lonely", pods, "reg/base:1"); c != nil {
+		t.Errorf("a dependency on no shared network needs no barrier: %+v", c)
+	}
+	if c := policyWait(p, "agent", nil, "reg/base:1"); c != nil {
+		t.Errorf("a barrier without addresses: %+v", c)
 	}
 }

@@ -9,10 +9,12 @@ import (
 // resources maps a service's limits and reservations onto its container. cpus (or
 // cpu_quota/cpu_period), mem_limit and deploy.resources.limits become limits;
 // mem_reservation and deploy.resources.reservations become requests, never above the limit.
-// A limit without a reservation leaves the request unset, which Kubernetes then sets equal to
-// the limit: on a cluster a sample gets the capacity its limits name, or waits to be
-// scheduled, where Docker would overcommit the host. The service's own keys win over its
-// deploy section, as compose's do.
+// A limit without a reservation gets a request of zero, written out: left unset, Kubernetes
+// would copy the limit into the request, and the ceiling every container gets by default (a
+// quarter of the node's memory, as on Docker) would then reserve that much per pod, so a
+// four-service sample would never be scheduled. Like Docker, the cluster reserves only what a
+// service asks to reserve. The service's own keys win over its deploy section, as compose's
+// do.
 //
 // pids_limit and deploy.resources.limits.pids have no per-pod form: a pod's pids limit is the
 // kubelet's podPidsLimit, one value for the node (see pidsLimit).
@@ -64,10 +66,10 @@ func resources(svc types.ServiceConfig) corev1.ResourceRequirements {
 	if mem > 0 {
 		put(&r.Limits, corev1.ResourceMemory, *resource.NewQuantity(mem, resource.BinarySI))
 	}
-	if m := milliCPUs(reqCPUs); m > 0 {
+	if m := milliCPUs(reqCPUs); m > 0 || r.Limits.Cpu().Sign() > 0 {
 		put(&r.Requests, corev1.ResourceCPU, *resource.NewMilliQuantity(m, resource.DecimalSI))
 	}
-	if reqMem > 0 {
+	if reqMem > 0 || mem > 0 {
 		put(&r.Requests, corev1.ResourceMemory, *resource.NewQuantity(reqMem, resource.BinarySI))
 	}
 	return r

@@ -381,7 +381,7 @@ services:
 		t.Fatal(err)
 	}
 	r := pod.Spec.Containers[0].Resources
-	if r.Limits.Cpu().String() != "500m" || r.Limits.Memory().String() != "64Mi" || r.Requests.Memory().String() != "32Mi" || r.Requests.Cpu().String() != "500m" {
+	if r.Limits.Cpu().String() != "500m" || r.Limits.Memory().String() != "64Mi" || r.Requests.Memory().String() != "32Mi" || r.Requests.Cpu().String() != "0" {
 		t.Errorf("resources %+v", r)
 	}
 	got := sh(t, s.Default(), "cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/cpu.max")

@@ -35,7 +35,13 @@ func (b *Backend) Wait(ctx context.Context, p *types.Project, opts backend.WaitO
 	for name := range p.Services {
 		conds[name] = conditionReady
 	}
-	return b.await(ctx, w, p, conds, opts)
+	states, err := b.await(ctx, w, p, conds, opts)
+	if err != nil {
+		return states, err
+	}
+	pods, _ := w.view()
+	b.completeHosts(ctx, p, pods)
+	return states, nil
 }
 
 // budget is opts.Timeout, else the backend's start timeout plus the slowest healthcheck's
@@ -75,6 +81,11 @@ func (b *Backend) result(services []string, states map[string]backend.ServiceSta
 	return out
 }
 
+// unboundClaims is what the scheduler says of a pod whose volume claims are not bound yet:
+// they are, moments later, once the volume controller (or a provisioner) has done its work,
+// and the scheduler tries again then. It is a wait, not a failure.
+const unboundClaims = "unbound immediate PersistentVolumeClaims"
+
 // podState describes a pod as a service state, and names the reason it will never be ready.
 func podState(pod *corev1.Pod, health bool) (backend.ServiceState, string) {
 	st := backend.ServiceState{Service: pod.Annotations[labels.ComposeServiceLabel], ContainerID: pod.Namespace + "/" + pod.Name,
@@ -83,7 +94,8 @@ func podState(pod *corev1.Pod, health bool) (backend.ServiceState, string) {
 		st.WorkingDir = "/"
 	}
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable &&
+			!strings.Contains(c.Message, unboundClaims) {
 			return st, "FailedScheduling: " + c.Message
 		}
 	}

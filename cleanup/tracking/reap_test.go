@@ -69,8 +69,10 @@ func TestReapRemovesOnlyTheDeadOwnersProjects(t *testing.T) {
 	var o outcome
 	select {
 	case o = <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Reap did not return within 10 s of its owner's death")
+	// A hang detector, not a speed goal: the removals it waits for take seconds on an idle
+	// machine and far longer on a loaded one.
+	case <-time.After(2 * time.Minute):
+		t.Fatal("Reap did not return within 2 minutes of its owner's death")
 	}
 	t.Logf("reaped %d projects %s after the owner's death", len(o.res), time.Since(killed).Round(time.Millisecond))
 	if o.err != nil {

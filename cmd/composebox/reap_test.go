@@ -34,8 +34,8 @@ func TestReapVerb(t *testing.T) {
 	var r result
 	select {
 	case r = <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("reap did not return within 10 s of the owner's death")
+	case <-time.After(2 * time.Minute): // a hang detector: removal is slow on a loaded machine
+		t.Fatal("reap did not return within 2 minutes of the owner's death")
 	}
 	var got reapJSON
 	if r.code != 0 || json.Unmarshal([]byte(r.out), &got) != nil {
