@@ -20,8 +20,9 @@ build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/composebox
 
 # Unit and real-engine integration tests, Go then Python (test-python, which installs the Python
-# test dependencies it lacks; with K8S=1 test-python-k8s too). The leak check fails the run if the tests left any composebox
-# container, network, volume or namespace behind.
+# test dependencies it lacks; then, unless K8S=0, test-python-k8s on the cluster). The leak
+# check fails the run if the tests left any composebox container, network, volume or namespace
+# behind.
 #
 # The Kubernetes tests run on the local cluster (make k8s), which comes up in the background
 # while the tests that do not need it run: its first build compiles for about a quarter of an
@@ -47,7 +48,7 @@ test: docker
 	$(GO) test -race $(TEST_FLAGS) $(K8S_PKGS) || status=1; \
 	$(GO) test $(TEST_FLAGS) $(PLAIN_PKGS) || status=1; \
 	$(MAKE) --no-print-directory test-python || status=1; \
-	$(if $(filter 0,$(K8S)),,$(MAKE) --no-print-directory test-python-k8s || status=1;) \
+	$(if $(K8S_ON),$(MAKE) --no-print-directory test-python-k8s || status=1;) \
 	scripts/leakcheck.sh check || status=1; \
 	exit $$status
 

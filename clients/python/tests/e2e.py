@@ -92,11 +92,6 @@ def backend_flags() -> List[str]:
     return ["--backend", "kubernetes", "--kubeconfig", kubeconfig, "--registry", registry]
 
 
-def skip_on_kubernetes(why: str) -> None:
-    if KUBERNETES:
-        pytest.skip("Docker only: " + why)
-
-
 def task_name() -> str:
     """A task name no other run uses: resources are found by it."""
     return "pyt" + secrets.token_hex(4)
