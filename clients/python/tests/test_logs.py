@@ -60,9 +60,10 @@ def test_logs_sync(bin_path, task_name):
             own = [line for line in stamped.splitlines() if not line.endswith(" oops")]
             assert own[0].endswith("Z one") and stamped[:4].isdigit()
 
-            # follow: a line written later arrives on the open stream.
+            # follow: a line written later arrives on the open stream. Written by the main
+            # process's stdout, not PID 1's: on Kubernetes PID 1 may be the pod's pause process.
             stream = client.logs(s, follow=True, tail=0)
-            client.exec(s, ["sh", "-c", "echo later >/proc/1/fd/1"])
+            client.exec(s, ["sh", "-c", "echo later >/proc/$(pidof tail)/fd/1"])
             ev = next(stream)
             assert ev.type == "stdout" and ev.data == b"later\n"
             stream.close()
