@@ -14,14 +14,15 @@ TEST_FLAGS ?= -count=1 -timeout 25m
 FAKE_PKGS := ./orchestrator/ ./api/
 FAKE_TESTS := ^TestFake
 
-.PHONY: build test test-python lint docker k8s k8s-down demo docs bench bench-floor bench-pool bench-api bench-engines bench-k8s clean
+.PHONY: build test test-python test-python-k8s lint docker k8s k8s-down demo docs bench bench-floor bench-pool bench-api bench-engines bench-k8s clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/composebox
 
 # Unit and real-engine integration tests, Go then Python (test-python, which installs the Python
-# test dependencies it lacks). The leak check fails the run if the tests left any composebox
-# container, network, volume or namespace behind.
+# test dependencies it lacks; then, unless K8S=0, test-python-k8s on the cluster). The leak
+# check fails the run if the tests left any composebox container, network, volume or namespace
+# behind.
 #
 # The Kubernetes tests run on the local cluster (make k8s), which comes up in the background
 # while the tests that do not need it run: its first build compiles for about a quarter of an
@@ -47,6 +48,7 @@ test: docker
 	$(GO) test -race $(TEST_FLAGS) $(K8S_PKGS) || status=1; \
 	$(GO) test $(TEST_FLAGS) $(PLAIN_PKGS) || status=1; \
 	$(MAKE) --no-print-directory test-python || status=1; \
+	$(if $(K8S_ON),$(MAKE) --no-print-directory test-python-k8s || status=1;) \
 	scripts/leakcheck.sh check || status=1; \
 	exit $$status
 
@@ -74,6 +76,21 @@ test-python: build
 	  echo "test-python: NOTICE: skipped the run on the current httpx/httpcore/anyio: no $(PYTHON_MODERN)"; \
 	fi; \
 	exit $$status
+
+# The Python client's end-to-end tests against servers on the local Kubernetes cluster (the one
+# bin/k8s/env describes, as for the Go tests), on the installed httpx stack: the inspect
+# self-check's conformance suite, the sync and async clients, logs, TTYs and the inspect
+# provider. The servers the tests spawn run with COMPOSEBOX_BACKEND=kubernetes, the client
+# unchanged; leftovers are checked with `composebox ls` on the cluster. Without the cluster the
+# tests skip, saying so (fail under COMPOSEBOX_K8S_REQUIRED, which make test K8S=1 sets).
+# The async client and TTYs add minutes and nothing of the backend's own: run them with
+# PYTHON_K8S_TESTS='... test_e2e_async.py test_e2e_tty.py'.
+PYTHON_K8S_TESTS ?= test_conformance.py test_e2e_sync.py test_logs.py test_inspect_shell.py
+test-python-k8s: build
+	@$(ROOT)/scripts/setup-python.sh $(PYTHON)
+	@env -u PYTHONPATH -u KUBECONFIG -u COMPOSEBOX_REGISTRY COMPOSEBOX_BIN=$(ROOT)/$(BIN) \
+	  COMPOSEBOX_TEST_BACKEND=kubernetes COMPOSEBOX_TEST_STACK=installed \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider $(addprefix $(ROOT)/clients/python/tests/,$(PYTHON_K8S_TESTS))
 
 # The CLI reference, docs/cli, written from the commands' own help; TestCLIReferenceIsFresh
 # fails when it is stale.

@@ -285,11 +285,15 @@ func (b *Backend) Logs(ctx context.Context, container string, opts backend.LogsO
 		return err
 	}
 	lo := &corev1.PodLogOptions{Follow: opts.Follow, Timestamps: opts.Timestamps}
-	if opts.Tail > 0 {
+	switch {
+	case opts.Tail > 0:
 		n := int64(opts.Tail)
 		lo.TailLines = &n
-	} else if opts.Tail < 0 {
-		return nil
+	case opts.Tail < 0 && !opts.Follow:
+		return nil // no line of the past, and nothing to wait for
+	case opts.Tail < 0:
+		// None of the past: only what comes from now on.
+		lo.TailLines = new(int64)
 	}
 	if !opts.Since.IsZero() {
 		t := metav1.NewTime(opts.Since)
@@ -311,11 +315,11 @@ func (b *Backend) Logs(ctx context.Context, container string, opts backend.LogsO
 	return err
 }
 
-// ShellCommand is the kubectl command that enters the pod.
-func (b *Backend) ShellCommand(name, user, shell string) string {
-	ns, pod, _ := strings.Cut(name, "/")
-	if pod == "" {
-		return "kubectl exec -it " + name + " -- " + shell
+// ShellCommand is the kubectl command that enters the pod (its id is namespace/pod).
+func (b *Backend) ShellCommand(c backend.ContainerInfo, user, shell string) string {
+	ns, pod, err := splitID(c.ID)
+	if err != nil {
+		return "kubectl exec -it " + c.Name + " -- " + shell
 	}
 	return "kubectl exec -it -n " + ns + " " + pod + " -- " + shell
 }

@@ -305,6 +305,10 @@ func TestFakePoolTakesEachSampleOnce(t *testing.T) {
 	for range 3 {
 		ev.next(t, orchestrator.EventPoolWarm)
 	}
+	// pool_warm says the sample is in the pool, not on its way there.
+	if st := task.PoolStatus(); st.Ready != 3 {
+		t.Fatalf("pool after 3 pool_warm: %+v, want 3 ready", st)
+	}
 	taken := ev.of(orchestrator.EventPoolTaken)
 	var mu sync.Mutex
 	projects := map[string]bool{}
@@ -385,5 +389,51 @@ func TestFakePoolDropsASampleThatDied(t *testing.T) {
 	}
 	if s.Project() == first.Project {
 		t.Fatal("SampleInit handed out the dead sample")
+	}
+}
+
+func TestFakePoolDropsASampleThatDiesBeforeItJoins(t *testing.T) {
+	// The first pooled sample's containers die as soon as it is ready, before it joins the
+	// pool: the observer is called from the refill itself.
+	var f *fakebackend.Backend
+	var killed sync.Once
+	victim := make(chan string, 1)
+	ev := &events{}
+	ev.of(orchestrator.EventPoolWarm)
+	ev.of(orchestrator.EventPoolRefillFailed)
+	observe := func(e orchestrator.Event) {
+		if e.Kind == orchestrator.EventSampleHealthy {
+			killed.Do(func() {
+				for _, id := range f.ContainersOf(e.Project) {
+					f.Kill(id, 137)
+				}
+				victim <- e.Project
+			})
+		}
+		ev.observe(e)
+	}
+	f, o, _ := newFake(t, orchestrator.WithObserver(observe))
+	task := fakeTask(t, o, orchestrator.TaskSpec{Name: "early", Warm: 1})
+	failed := ev.next(t, orchestrator.EventPoolRefillFailed)
+	dead := <-victim
+	if !errors.Is(failed.Err, orchestrator.ErrUnavailable) || !strings.Contains(failed.Err.Error(), dead) || !strings.Contains(failed.Err.Error(), "not running") {
+		t.Fatalf("refill failed with %v, want the death of %s", failed.Err, dead)
+	}
+	warm := ev.next(t, orchestrator.EventPoolWarm)
+	if warm.Project == dead {
+		t.Fatalf("the sample %s that died before it joined the pool was announced warm", dead)
+	}
+	if st := task.PoolStatus(); st.Ready != 1 {
+		t.Fatalf("pool after its pool_warm: %+v, want 1 ready", st)
+	}
+	s, err := task.SampleInit(t.Context(), orchestrator.SampleSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Project() != warm.Project {
+		t.Fatalf("SampleInit got %s, want the warm %s", s.Project(), warm.Project)
+	}
+	if _, err := s.Default().Exec(t.Context(), orchestrator.ExecRequest{Cmd: []string{"true"}}); err != nil {
+		t.Fatal(err)
 	}
 }

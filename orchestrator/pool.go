@@ -32,15 +32,16 @@ import (
 //
 // Taking from a pool that is not shared costs no daemon round trip: the pool's own lock makes
 // the take exclusive, the engine's event stream tells which waiting samples died (a take checks
-// with one listing while that stream is down), and the markers are written after SampleInit
-// returned. A shared pool can be taken from by other processes, so every take first wins the
+// with one listing while that stream is down; a refill checks with one before its sample joins),
+// and the markers are written after SampleInit returned. A shared pool can be taken from by other processes, so every take first wins the
 // atomic claim in the daemon.
 
 const (
 	// EventPoolRefused: the task cannot be pooled; Message says why. Its samples start cold.
 	EventPoolRefused EventKind = "pool_refused"
-	// EventPoolWarm: a pooled sample is ready and joins the pool (a pool ended or lowered
-	// meanwhile removes it again).
+	// EventPoolWarm: a pooled sample is ready and in the pool, where SampleInit can take it
+	// (until it is taken, dies, or the pool ends or is lowered). It comes before the sample's
+	// pool_taken.
 	EventPoolWarm EventKind = "pool_warm"
 	// EventPoolTaken: SampleInit took a sample from the pool (Duration: how long it took).
 	EventPoolTaken EventKind = "pool_taken"
@@ -90,12 +91,22 @@ type pool struct {
 	// joined is closed, and replaced, whenever a sample joins ready: a SampleInit waiting for a
 	// start slot takes it instead (see slotOrWarm).
 	joined chan struct{}
+	// joining are the refills that started and are not in ready yet, by project: a death
+	// reported meanwhile has no ready sample to evict, and counts here instead (see fill).
+	joining map[string]*joiner
 
 	// shared lets other processes take the pool's samples (TaskSpec.SharePool).
 	shared bool
 	// watching is set while the engine's event stream reports the deaths of the pool's
 	// containers; a take checks that the sample still runs itself otherwise.
 	watching atomic.Bool
+}
+
+// joiner is a refilled sample on its way into ready, with the deaths the event stream reported
+// in its project since it started.
+type joiner struct {
+	s      *Sample
+	deaths int
 }
 
 // reconcileEvery is how often a pool with ready samples checks that their warm markers are
@@ -132,7 +143,7 @@ func (t *Task) Prewarm(ctx context.Context, n int) error {
 		// The refills outlive the caller's ctx: the pool lives until Task.Cleanup.
 		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		p = &pool{t: t, ctx: pctx, cancel: cancel, wake: make(chan struct{}, 1), done: make(chan struct{}),
-			joined: make(chan struct{}), shared: t.spec.SharePool}
+			joined: make(chan struct{}), joining: map[string]*joiner{}, shared: t.spec.SharePool}
 		t.pool = p
 		t.o.addPool(t)
 		go p.run()
@@ -256,6 +267,15 @@ func (p *pool) run() {
 }
 
 // fill starts one pooled sample on slot and puts it in the pool once it is ready.
+//
+// A container of the sample may die before the sample joins ready, where evict finds nothing
+// to remove; the sample would then wait in the pool dead, and a take trusting the event stream
+// would hand it out. So the sample is in joining from its start's return on, and joins ready
+// only after a listing that started after that shows it still running, with no death reported
+// in its project since the listing started (else it looks again: the death may be of a
+// one-shot service, which the listing ignores). A death before the listing shows in it; one
+// after it is reported before the join (counted) or after it (evicted); one the stream missed
+// is found by the check each new stream starts with, which covers joining samples too.
 func (p *pool) fill(slot *slot) {
 	t := p.t
 	s, err := t.startSample(p.ctx, SampleSpec{}, slot)
@@ -265,16 +285,22 @@ func (p *pool) fill(slot *slot) {
 	var id, project string // read before the sample joins the pool, where a take may rename it
 	if err == nil {
 		id, project = s.id, s.project
-		if err = t.o.backend.MarkWarm(p.ctx, backend.WarmMarker{Marker: backend.Marker{Project: s.project, Task: t.name, Sample: s.id, Owner: t.o.owner}, Fingerprint: t.fingerprint(), Shared: p.shared}); err != nil {
-			slot.release(t.o.outcomeOf(err)) // a removal is not a start
-			p.discard(s)
-		} else {
-			// Before it joins, so that no observer sees it taken before it was warm.
-			t.o.emit(Event{Kind: EventPoolWarm, Task: t.name, Sample: id, Project: project})
-		}
+		p.mu.Lock()
+		p.joining[project] = &joiner{s: s}
+		p.mu.Unlock()
+		err = t.o.backend.MarkWarm(p.ctx, backend.WarmMarker{Marker: backend.Marker{Project: s.project, Task: t.name, Sample: s.id, Owner: t.o.owner}, Fingerprint: t.fingerprint(), Shared: p.shared})
 		markedAt = time.Now()
 	}
 	p.mu.Lock()
+	for seen := -1; err == nil && p.joining[project].deaths != seen; {
+		seen = p.joining[project].deaths
+		p.mu.Unlock()
+		if err = t.stillRunning(p.ctx, s); err != nil {
+			err = fmt.Errorf("refill %s: %w", project, t.o.engineLost(err))
+		}
+		p.mu.Lock()
+	}
+	delete(p.joining, project)
 	p.filling--
 	switch {
 	case err != nil:
@@ -290,6 +316,7 @@ func (p *pool) fill(slot *slot) {
 		return
 	default:
 		p.failures = 0
+		s.announced = make(chan struct{})
 		p.ready = append(p.ready, s)
 		if p.warmAt == nil {
 			p.warmAt = map[string]time.Time{}
@@ -299,6 +326,16 @@ func (p *pool) fill(slot *slot) {
 		p.joined = make(chan struct{})
 	}
 	p.mu.Unlock()
+	if err == nil {
+		// After it joined, so that whoever sees the event finds it in the pool; a take waits
+		// for the event (see announced), so that no observer sees it taken before it was warm.
+		t.o.emit(Event{Kind: EventPoolWarm, Task: t.name, Sample: id, Project: project})
+		close(s.announced)
+	} else if s != nil {
+		// Its warm marker failed, it died, or the pool is ending: nobody will take it.
+		slot.release(t.o.outcomeOf(err)) // a removal is not a start
+		p.discard(s)
+	}
 	p.nudge()
 	if err != nil {
 		if p.ctx.Err() == nil {
@@ -401,6 +438,9 @@ func (t *Task) takeWarm(ctx context.Context, spec SampleSpec) *Sample {
 				continue
 			}
 		}
+		// The fill that put it in the pool emits its pool_warm right after; the take's events
+		// come after that one.
+		<-s.announced
 		// Under the sample's cleanup lock: a Task.Cleanup racing this take reads both.
 		s.cleanupMu.Lock()
 		s.id = id
@@ -565,7 +605,7 @@ func (t *Task) stillRunning(ctx context.Context, s *Sample) error {
 	}
 	for _, sb := range s.sandboxes {
 		if !running[sb.ContainerID()] {
-			return fmt.Errorf("service %s is not running", sb.service)
+			return cbxerr.New(cbxerr.ErrUnavailable, fmt.Sprintf("service %s is not running", sb.service))
 		}
 	}
 	return nil
@@ -685,10 +725,14 @@ func (p *pool) watch() {
 	}
 }
 
-// checkReady drops the waiting samples that no longer run, in one listing.
+// checkReady drops the waiting samples that no longer run, and counts a death against those
+// joining the pool (see fill), one listing each: a death while no stream was open is missed.
 func (p *pool) checkReady() error {
 	p.mu.Lock()
 	ready := slices.Clone(p.ready)
+	for _, j := range p.joining {
+		ready = append(ready, j.s)
+	}
 	p.mu.Unlock()
 	for _, s := range ready {
 		if err := p.t.stillRunning(p.ctx, s); err != nil {
@@ -701,9 +745,15 @@ func (p *pool) checkReady() error {
 	return nil
 }
 
-// evict removes project from the samples waiting in the pool, if it is one, and discards it.
+// evict removes project from the samples waiting in the pool, if it is one, and discards it. A
+// sample still joining the pool is its fill's: the death counts against it there.
 func (p *pool) evict(project, why string) {
 	p.mu.Lock()
+	if j := p.joining[project]; j != nil {
+		j.deaths++
+		p.mu.Unlock()
+		return
+	}
 	var gone *Sample
 	p.ready = slices.DeleteFunc(p.ready, func(s *Sample) bool {
 		if s.project == project {

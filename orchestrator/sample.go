@@ -52,6 +52,9 @@ type Sample struct {
 	stopped map[string]stoppedService
 	// pooled says the sample was started for the task's warm pool.
 	pooled bool
+	// announced, set when a refill puts the sample in the pool, is closed once its pool_warm
+	// was emitted (see pool.fill).
+	announced chan struct{}
 	// pending, when not nil, is closed once the bookkeeping of a take from the pool, written
 	// after SampleInit returned, is done (see recordTake).
 	pending chan struct{}

@@ -258,6 +258,6 @@ func (b *Sandbox) Connection(ctx context.Context) (Connection, error) {
 	if r, err := b.Exec(ctx, ExecRequest{Cmd: []string{"test", "-x", "/bin/bash"}}); err == nil && r.ExitCode == 0 {
 		shell = "bash -l"
 	}
-	c.Command = b.io.ShellCommand(c.ContainerName, b.target.User, shell)
+	c.Command = b.io.ShellCommand(info, b.target.User, shell)
 	return c, nil
 }

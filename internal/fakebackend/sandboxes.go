@@ -360,9 +360,9 @@ func (b *Backend) SetLogs(id string, logs []byte) {
 	}
 }
 
-func (b *Backend) ShellCommand(name, user, shell string) string {
+func (b *Backend) ShellCommand(c backend.ContainerInfo, user, shell string) string {
 	if user != "" {
-		return fmt.Sprintf("fake-exec --user %s %s %s", user, name, shell)
+		return fmt.Sprintf("fake-exec --user %s %s %s", user, c.Name, shell)
 	}
-	return fmt.Sprintf("fake-exec %s %s", name, shell)
+	return fmt.Sprintf("fake-exec %s %s", c.Name, shell)
 }

@@ -99,7 +99,7 @@ func (b *Backend) Inspect(ctx context.Context, id string) (backend.ContainerInfo
 
 // ShellCommand is `docker [FLAGS] exec -it [--user USER] NAME SHELL`, FLAGS reaching an engine
 // named explicitly.
-func (b *Backend) ShellCommand(name, user, shell string) string {
+func (b *Backend) ShellCommand(c backend.ContainerInfo, user, shell string) string {
 	if user != "" {
 		user = " --user " + user
 	}
@@ -107,7 +107,7 @@ func (b *Backend) ShellCommand(name, user, shell string) string {
 	if b.shell != "" {
 		docker += " " + b.shell
 	}
-	return fmt.Sprintf("%s exec -it%s %s %s", docker, user, name, shell)
+	return fmt.Sprintf("%s exec -it%s %s %s", docker, user, c.Name, shell)
 }
 
 // Containers lists the containers carrying every label of sel.

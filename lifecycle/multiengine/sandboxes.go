@@ -114,12 +114,12 @@ func (b *Backend) Logs(ctx context.Context, container string, opts backend.LogsO
 }
 
 // ShellCommand is the command of the container's engine, which says how to reach it.
-func (b *Backend) ShellCommand(name, user, shell string) string {
+func (b *Backend) ShellCommand(c backend.ContainerInfo, user, shell string) string {
 	b.mu.Lock()
-	m := b.containers[name]
+	m := b.containers[c.ID]
 	b.mu.Unlock()
 	if m == nil {
 		m = b.members[0]
 	}
-	return m.b.ShellCommand(name, user, shell)
+	return m.b.ShellCommand(c, user, shell)
 }

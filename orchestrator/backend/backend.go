@@ -232,9 +232,9 @@ type Sandboxes interface {
 	Diagnose(ctx context.Context, t Target) (Diagnosis, error)
 	// Logs streams a container's output; a removed one is ErrNotFound.
 	Logs(ctx context.Context, container string, opts LogsOptions) error
-	// ShellCommand is the command a person types to enter the container with shell (as
+	// ShellCommand is the command a person types to enter the container c with shell (as
 	// user, when not empty): `docker exec -it NAME sh` for Docker.
-	ShellCommand(name, user, shell string) string
+	ShellCommand(c ContainerInfo, user, shell string) string
 }
 
 // ContainerInfo is one container as Inspect sees it.

@@ -215,7 +215,14 @@ def test_non_root_sandbox_gets_permission_errors(client, task_name):
 def test_connection(client, sample):
     conn = client.connection(sample)
     assert conn.container_name == sample.default.container_name
-    assert conn.container_name in conn.command and conn.command.startswith("docker exec -it")
+    if e2e.KUBERNETES:
+        # A sandbox is a pod (its id is namespace/pod, the namespace the sample's project) that
+        # kubectl enters: the command must name the namespace to reach it.
+        ns, pod = conn.container_id.split("/")
+        assert ns == sample.project and pod == conn.container_name, conn
+        assert conn.command.startswith(f"kubectl exec -it -n {ns} {pod} -- "), conn.command
+    else:
+        assert conn.container_name in conn.command and conn.command.startswith("docker exec -it")
 
 
 def test_detach_then_cleanup(client, task_name):
@@ -313,6 +320,9 @@ services:
 def test_doctor_and_events(client, task_name):
     report = client.doctor()
     assert isinstance(report.ok, bool) and report.checks
+    # The report is the backend's the server runs samples on.
+    names = {c.name: c.status for c in report.checks}
+    assert names.get("kubernetes" if e2e.KUBERNETES else "daemon") == "pass", report
     events = client.events()
     seen = []
     done = threading.Event()
