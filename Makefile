@@ -14,7 +14,7 @@ TEST_FLAGS ?= -count=1 -timeout 25m
 FAKE_PKGS := ./orchestrator/ ./api/
 FAKE_TESTS := ^TestFake
 
-.PHONY: build test test-python test-python-k8s lint docker k8s k8s-down demo docs bench bench-floor bench-pool bench-api bench-engines clean
+.PHONY: build test test-python test-python-k8s lint docker k8s k8s-down demo docs bench bench-floor bench-pool bench-api bench-engines bench-k8s clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/composebox
@@ -165,6 +165,18 @@ bench-api: build
 ENGINES_FLAGS ?=
 bench-engines:
 	$(GO) run ./bench/engines -out bench/RESULTS.md $(ENGINES_FLAGS)
+
+# The Kubernetes backend against the Docker backend (bench/k8s), both through the orchestrator,
+# side by side in one run on the local cluster (about 5 minutes): SampleInit to ready and exec of
+# `true` on testdata/projects/multi-service and bench/projects/two-service, batches alternating;
+# exec through the backend against a bare client-go exec on the same pod; warm pool takes (own
+# and shared pool). Written into bench/RESULTS.md's own section. Not part of make test. It reads
+# KUBECONFIG and COMPOSEBOX_REGISTRY from bin/k8s/env and stops, saying "run `make k8s`", when
+# the file is absent or the cluster does not answer. A smoke run that writes nowhere:
+#   make bench-k8s K8S_BENCH_FLAGS='-init-rounds 1 -batch 1 -exec-rounds 1 -pool-rounds 1 -out='
+K8S_BENCH_FLAGS ?=
+bench-k8s:
+	$(GO) run ./bench/k8s -out bench/RESULTS.md $(K8S_BENCH_FLAGS)
 
 clean:
 	rm -rf bin

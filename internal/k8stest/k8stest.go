@@ -60,11 +60,11 @@ type Env struct {
 // (no local cluster is up).
 func Load(t testing.TB) Env {
 	t.Helper()
-	path, err := envPath()
+	path, err := EnvPath()
 	if err != nil {
 		t.Fatalf("find bin/k8s/env: %v", err)
 	}
-	f, err := os.Open(path)
+	env, err := ReadEnv(path)
 	if errors.Is(err, os.ErrNotExist) && os.Getenv(EnvRequired) != "" {
 		t.Fatalf("no local Kubernetes cluster (%s is absent) and $%s is set: run `make k8s`", path, EnvRequired)
 	}
@@ -72,7 +72,20 @@ func Load(t testing.TB) Env {
 		t.Skipf("no local Kubernetes cluster (%s is absent): run `make k8s` to include this test", path)
 	}
 	if err != nil {
-		t.Fatalf("read local cluster env: %v", err)
+		t.Fatal(err)
+	}
+	return env
+}
+
+// ReadEnv reads an env file `make k8s` wrote. An absent file is an error that wraps
+// os.ErrNotExist and says to run `make k8s`: no local cluster is up.
+func ReadEnv(path string) (Env, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Env{}, noEnvError{path}
+	}
+	if err != nil {
+		return Env{}, fmt.Errorf("read local cluster env: %w", err)
 	}
 	defer f.Close()
 	vars := map[string]string{}
@@ -84,7 +97,7 @@ func Load(t testing.TB) Env {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		t.Fatalf("read %s: %v", path, err)
+		return Env{}, fmt.Errorf("read %s: %w", path, err)
 	}
 	env := Env{Kubeconfig: vars["KUBECONFIG"], Registry: vars["COMPOSEBOX_REGISTRY"],
 		Node: vars["COMPOSEBOX_K8S_NODE"], DNS: vars["COMPOSEBOX_K8S_DNS"], Containerd: vars["COMPOSEBOX_K8S_CONTAINERD"]}
@@ -92,13 +105,22 @@ func Load(t testing.TB) Env {
 		env.Containerd = "/run/composebox-k8s/containerd/containerd.sock" // an env file of an older make k8s
 	}
 	if env.Kubeconfig == "" || env.Registry == "" {
-		t.Fatalf("%s lacks KUBECONFIG or COMPOSEBOX_REGISTRY: rerun `make k8s`", path)
+		return Env{}, fmt.Errorf("%s lacks KUBECONFIG or COMPOSEBOX_REGISTRY: rerun `make k8s`", path)
 	}
-	return env
+	return env, nil
 }
 
-// envPath is bin/k8s/env in the repository's root.
-func envPath() (string, error) {
+// noEnvError is an absent env file: no local cluster is up.
+type noEnvError struct{ path string }
+
+func (e noEnvError) Error() string {
+	return "no local Kubernetes cluster (" + e.path + " is absent): run `make k8s`"
+}
+
+func (e noEnvError) Unwrap() error { return os.ErrNotExist }
+
+// EnvPath is bin/k8s/env in the repository's root.
+func EnvPath() (string, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return "", err
