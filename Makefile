@@ -25,16 +25,20 @@ build:
 # behind.
 #
 # The Kubernetes tests run on the local cluster (make k8s), which comes up in the background
-# while the tests that do not need it run: its first build compiles for about a quarter of an
-# hour on 2 cores, and overlapping it with the Docker tests keeps CI within its hour. Then
+# while every test that does not need it runs (Go, then Python): its first build compiles for
+# a quarter of an hour and more on 2 cores, and overlapping it with the Docker tests keeps CI
+# within its hour. Then
 # COMPOSEBOX_K8S_REQUIRED makes a Kubernetes test that finds no cluster fail rather than skip.
 # `make test K8S=0` leaves the cluster out (its tests skip, saying so).
 K8S ?= 1
 K8S_ON := $(filter-out 0,$(K8S))
 K8S_LOG := $(ROOT)/bin/k8s-up.log
-# The packages whose tests need the cluster (beside those of PLAIN_PKGS, which run after it).
-K8S_PKGS := ./internal/k8stest/
-RACE_EARLY := $(shell $(GO) list $(RACE_PKGS) | grep -v -x '$(MODULE)/internal/k8stest')
+# What needs the cluster: the packages below, and cmd/composebox's tests named TestKubernetes*;
+# everything else runs while the cluster comes up.
+K8S_PKGS := $(MODULE)/internal/k8stest $(MODULE)/kubernetes
+K8S_CLI_TESTS := ^TestKubernetes
+RACE_EARLY := $(filter-out $(K8S_PKGS),$(shell $(GO) list $(RACE_PKGS)))
+PLAIN_EARLY := $(filter-out $(K8S_PKGS),$(PLAIN_PKGS))
 test: docker
 	@scripts/leakcheck.sh snapshot
 	@status=0; \
@@ -42,13 +46,16 @@ test: docker
 	  echo "test: the local Kubernetes cluster comes up in the background (log: $(K8S_LOG))";) \
 	$(GO) test -race $(TEST_FLAGS) $(RACE_EARLY) || status=1; \
 	$(GO) test -race $(TEST_FLAGS) -run '$(FAKE_TESTS)' $(FAKE_PKGS) || status=1; \
+	$(GO) test $(TEST_FLAGS) $(if $(K8S_ON),-skip '$(K8S_CLI_TESTS)') $(PLAIN_EARLY) || status=1; \
+	$(MAKE) --no-print-directory test-python || status=1; \
 	$(if $(K8S_ON),if wait $$k8s; then tail -n 1 $(K8S_LOG); \
 	  else cat $(K8S_LOG); echo "test: the local Kubernetes cluster did not come up" >&2; status=1; fi; \
-	  export COMPOSEBOX_K8S_REQUIRED=1;) \
-	$(GO) test -race $(TEST_FLAGS) $(K8S_PKGS) || status=1; \
-	$(GO) test $(TEST_FLAGS) $(PLAIN_PKGS) || status=1; \
-	$(MAKE) --no-print-directory test-python || status=1; \
-	$(if $(K8S_ON),$(MAKE) --no-print-directory test-python-k8s || status=1;) \
+	  export COMPOSEBOX_K8S_REQUIRED=1; \
+	  $(GO) test -race $(TEST_FLAGS) $(MODULE)/internal/k8stest || status=1; \
+	  $(GO) test $(TEST_FLAGS) $(MODULE)/kubernetes || status=1; \
+	  $(GO) test $(TEST_FLAGS) -run '$(K8S_CLI_TESTS)' ./cmd/composebox/ || status=1; \
+	  $(MAKE) --no-print-directory test-python-k8s || status=1;, \
+	  $(GO) test $(TEST_FLAGS) $(K8S_PKGS) || status=1;) \
 	scripts/leakcheck.sh check || status=1; \
 	exit $$status
 
