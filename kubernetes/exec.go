@@ -36,6 +36,11 @@ const (
 	// codeNoCwd is the wrapper's exit code for a working directory that does not exist.
 	codeNoCwd  = 240
 	runTail    = `exec "$@"`
+	// drainTail runs the command, then reads what it left of a stdin given whole (which the
+	// client closes at its end) before exiting with the command's status. A command that
+	// exits without reading its input otherwise leaves the rest unsent, and the stream to the
+	// kubelet then never ends (seen on the local cluster under load: an 8 MiB stdin to echo).
+	drainTail = `"$@"; rc=$?; cat >/dev/null 2>&1; exit $rc`
 	detachTail = `"$@" </dev/null >/dev/null 2>&1 & echo $!`
 	// killScript stops then kills every process whose environment holds $1, scanning again
 	// until a scan finds none, so that a child forked during a scan goes too.
@@ -254,7 +259,11 @@ func (b *Backend) run(ctx context.Context, t backend.Target, req backend.ExecReq
 	}
 	id := uuid.NewString()
 	cwd := execCwd(t, req)
-	cmd, err := b.wrapped(ctx, t, req.User, cwd, runTail, execEnv(req, id), req.Cmd)
+	tail := runTail
+	if len(req.Stdin) > 0 && req.StdinReader == nil && !req.TTY {
+		tail = drainTail
+	}
+	cmd, err := b.wrapped(ctx, t, req.User, cwd, tail, execEnv(req, id), req.Cmd)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return backend.ExecResult{}, b.unavailable(ctx, t, what, err)
 	}
