@@ -28,9 +28,9 @@ build:
 # up in the background while every test that does not need it runs (Go, then Python): its first
 # build compiles for a quarter of an hour and more on 2 cores. Then COMPOSEBOX_K8S_REQUIRED makes
 # a Kubernetes test that finds no cluster fail rather than skip. They pass on the cluster, but a
-# cold CI run with them showed three that fail under the load of the Docker tests beside them
-# (a stdin left unread, a truncation flag, a dependent's first connection), so until those are
-# fixed the default leaves the cluster out and its tests skip, saying so.
+# cold CI run with them beside the Docker tests (44 min 41 s) had two fail under that load (a
+# truncation flag, a dependent's first connection; see docs/kubernetes.md), so until those are
+# understood the default leaves the cluster out and its tests skip, saying so.
 K8S ?= 0
 K8S_ON := $(filter-out 0,$(K8S))
 K8S_LOG := $(ROOT)/bin/k8s-up.log
