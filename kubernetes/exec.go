@@ -34,13 +34,13 @@ import (
 const (
 	execMarker = "COMPOSEBOX_EXEC_ID"
 	// codeNoCwd is the wrapper's exit code for a working directory that does not exist.
-	codeNoCwd  = 240
-	runTail    = `exec "$@"`
+	codeNoCwd = 240
+	runTail   = `exec "$@"`
 	// drainTail runs the command, then reads what it left of a stdin given whole (which the
 	// client closes at its end) before exiting with the command's status. A command that
 	// exits without reading its input otherwise leaves the rest unsent, and the stream to the
 	// kubelet then never ends (seen on the local cluster under load: an 8 MiB stdin to echo).
-	drainTail = `"$@"; rc=$?; cat >/dev/null 2>&1; exit $rc`
+	drainTail  = `"$@"; rc=$?; cat >/dev/null 2>&1; exit $rc`
 	detachTail = `"$@" </dev/null >/dev/null 2>&1 & echo $!`
 	// killScript stops then kills every process whose environment holds $1, scanning again
 	// until a scan finds none, so that a child forked during a scan goes too.
