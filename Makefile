@@ -20,7 +20,7 @@ build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/composebox
 
 # Unit and real-engine integration tests, Go then Python (test-python, which installs the Python
-# test dependencies it lacks; then, unless K8S=0, test-python-k8s on the cluster). The leak
+# test dependencies it lacks; then, with K8S=1, test-python-k8s on the cluster). The leak
 # check fails the run if the tests left any composebox container, network, volume or namespace
 # behind.
 #
