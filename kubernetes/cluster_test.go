@@ -1,8 +1,6 @@
 package kubernetes_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,6 +21,7 @@ import (
 
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/k8stest"
+	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/kubernetes"
 	"github.com/composebox/composebox/orchestrator"
 	"github.com/composebox/composebox/orchestrator/backend"
@@ -310,61 +308,13 @@ func TestHelperSharedPoolKeeper(t *testing.T) {
 func TestSharedPoolTakenByAnotherProcess(t *testing.T) {
 	c := newCluster(t)
 	name := uniqueTask("shared")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperSharedPoolKeeper$", "-test.count=1", "-test.v")
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "compose.yaml"), []byte(keepAlive), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd.Env = append(os.Environ(), sharedKeeperEnv+"="+name, sharedKeeperDirEnv+"="+dir)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// The keeper ends by itself once its stdin closes, removing its task; killed only if not.
-	t.Cleanup(func() {
-		_ = stdin.Close()
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(2 * time.Minute):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		found := false
-		for sc.Scan() {
-			if sc.Text() == "CBX-READY" && !found {
-				found = true
-				ready <- true
-			}
-		}
-		if !found {
-			ready <- false
-		}
-	}()
-	// What the keeper said, once it has ended (its stderr is written until then).
-	said := func() string { _ = cmd.Process.Kill(); _ = cmd.Wait(); return stderr.String() }
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatalf("the keeper ended before its pool was full:\n%s", said())
-		}
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("the keeper's pool was not full within 3 minutes:\n%s", said())
-	}
+	// The keeper ends by itself, removing its task, once the test ends.
+	testutil.StartHelper(t, "TestHelperSharedPoolKeeper", []string{sharedKeeperEnv + "=" + name, sharedKeeperDirEnv + "=" + dir},
+		"CBX-READY", 3*time.Minute)
 
 	taker := taskInit(t, c.orchestrator(t), orchestrator.TaskSpec{Name: name, Path: dir, TakeShared: true})
 	warm, err := c.b.WarmProjects(t.Context(), name)

@@ -2,12 +2,10 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,55 +59,9 @@ func TestHelperPoolOwner(t *testing.T) {
 // is killed at the end of the test.
 func startPoolOwner(t *testing.T, dir, task string) (owner string, kill func()) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPoolOwner$", "-test.count=1")
-	cmd.Env = append(os.Environ(), poolHelperDirEnv+"="+dir, poolHelperTaskEnv+"="+task)
-	stderr := &bytes.Buffer{}
-	cmd.Stderr = stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	kill = func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-		_ = stdin.Close()
-	}
-	t.Cleanup(kill)
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	timeout := time.After(2 * time.Minute)
-	for owner == "" {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				_ = cmd.Wait()
-				t.Fatalf("pool owner exited before its pool was full: %v\n%s", cmd.ProcessState, stderr)
-			}
-			owner, _ = strings.CutPrefix(l, "CBX-OWNER ")
-		case <-timeout:
-			t.Fatalf("pool owner did not fill its pool within 2 minutes\n%s", stderr)
-		}
-	}
-	go func() {
-		for range lines {
-		}
-	}()
-	return owner, kill
+	h, owner := testutil.StartHelper(t, "TestHelperPoolOwner", []string{poolHelperDirEnv + "=" + dir, poolHelperTaskEnv + "=" + task},
+		"CBX-OWNER ", 2*time.Minute)
+	return owner, h.Kill
 }
 
 // poolTaskDir writes a one-service task directory, so that the helper and `up` load the same
