@@ -181,6 +181,11 @@ func (b *Backend) watchDeaths(ctx context.Context, opts backend.WatchOptions, de
 				return nil
 			}
 			if ev.Type == watch.Error {
+				if ctx.Err() != nil {
+					// The stream was cut by the cancellation, which client-go reports as an
+					// error event (a short read) that can come before ctx.Done is seen.
+					return ctx.Err()
+				}
 				return apierrors.FromObject(ev.Object)
 			}
 			pod, ok := ev.Object.(*corev1.Pod)
