@@ -92,11 +92,13 @@ func (c *capture) Write(p []byte) (int, error) {
 		return n, errStop
 	}
 	c.buf = append(c.buf, p...)
-	if len(c.buf) > 2*c.limit {
-		c.buf = append(c.buf[:0], c.buf[len(c.buf)-c.limit:]...)
-	}
+	// Truncation is judged before the buffer is cut back to the limit: a chunk that fills
+	// more than twice the limit leaves exactly the limit behind.
 	if len(c.buf) > c.limit {
 		c.trunc = true
+	}
+	if len(c.buf) > 2*c.limit {
+		c.buf = append(c.buf[:0], c.buf[len(c.buf)-c.limit:]...)
 	}
 	return n, nil
 }

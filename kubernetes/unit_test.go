@@ -247,3 +247,26 @@ func TestOwnersStatus(t *testing.T) {
 		}
 	}
 }
+
+// A capture keeps the last bytes and says it cut, however the output is chunked: a single
+// chunk of more than twice the limit once left exactly the limit behind, unmarked.
+func TestCaptureMarksTruncation(t *testing.T) {
+	full := []byte(strings.Repeat("0123456789", 300))
+	for _, chunk := range []int{1, 7, 1000, 1001, 2001, len(full)} {
+		c := &capture{limit: 1000}
+		for p := full; len(p) > 0; {
+			n := min(chunk, len(p))
+			if _, err := c.Write(p[:n]); err != nil {
+				t.Fatal(err)
+			}
+			p = p[n:]
+		}
+		if !c.trunc || c.total != int64(len(full)) || string(c.bytes()) != string(full[len(full)-1000:]) {
+			t.Errorf("chunks of %d: truncated %t, total %d, kept %d bytes", chunk, c.trunc, c.total, len(c.bytes()))
+		}
+	}
+	c := &capture{limit: 1000}
+	if _, err := c.Write(full[:1000]); err != nil || c.trunc {
+		t.Fatalf("exactly the limit: truncated %t, %v", c.trunc, err)
+	}
+}
