@@ -486,7 +486,7 @@ networks:
 		t.Errorf("host aliases before the victim has an address: %+v", got)
 	}
 
-	if c := policyWait(p, "agent", pods, "reg/base:1"); c == nil || !slices.Contains(c.Command, "10.0.0.7") ||
+	if c := policyWait(p, "agent", pods, "reg/base:1"); c == nil || !slices.Contains(c.Command, "10.0.0.7") || !slices.Contains(c.Command, "victim") ||
 		!slices.Equal(c.SecurityContext.Capabilities.Add, []corev1.Capability{"NET_RAW"}) {
 		t.Errorf("agent's policy barrier %+v, want one pinging the victim with NET_RAW alone", c)
 	}
