@@ -268,41 +268,9 @@ func (b *Backend) deliverBinds(ctx context.Context, w *podWatch, p *types.Projec
 	if err != nil {
 		return err
 	}
-	wctx, cancel := context.WithTimeout(ctx, b.start)
-	defer cancel()
-	delivered := false
-	err = w.until(wctx, func(pods map[string]*corev1.Pod) (bool, error) {
-		cur := pods[svc.Name]
-		if cur == nil {
-			return false, nil
-		}
-		if _, why := podState(cur, false); strings.HasPrefix(why, "FailedScheduling") {
-			return false, b.podFailure(context.WithoutCancel(ctx), cur, why)
-		}
-		for _, s := range cur.Status.InitContainerStatuses {
-			switch {
-			case s.Name != bindsName:
-			case s.State.Running != nil:
-				return true, nil
-			case s.State.Terminated != nil && s.State.Terminated.ExitCode == 0:
-				delivered = true // by an earlier attempt of this same Up
-				return true, nil
-			case s.State.Terminated != nil:
-				return false, b.podFailure(context.WithoutCancel(ctx), cur, fmt.Sprintf("receiving the binds failed (exit code %d)", s.State.Terminated.ExitCode))
-			case s.State.Waiting != nil && slices.Contains(failReasons, s.State.Waiting.Reason):
-				return false, b.podFailure(context.WithoutCancel(ctx), cur, s.State.Waiting.Reason+": "+s.State.Waiting.Message)
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		if ctx.Err() == nil && wctx.Err() != nil {
-			return errdefs.Wrap(errdefs.ErrTimeout, err, fmt.Sprintf("kubernetes up %s: service %s: the pod did not start to receive its binds within %s", p.Name, svc.Name, b.start))
-		}
+	delivered, err := b.awaitInit(ctx, w, p, svc.Name, bindsName, "receive its binds")
+	if err != nil || delivered {
 		return err
-	}
-	if delivered {
-		return nil
 	}
 	pr, pw := io.Pipe()
 	werr := make(chan error, 1)
@@ -325,6 +293,43 @@ func (b *Backend) deliverBinds(ctx context.Context, w *podWatch, p *types.Projec
 		return errdefs.New(errdefs.ErrUnavailable, fmt.Sprintf("%s: tar exit code %d: %s", what, code, strings.TrimSpace(stderr.String())))
 	}
 	return nil
+}
+
+// awaitInit waits until service's pod runs its init container name, which waits there to be
+// handed something (doing: what, for the error), and says whether it ended well already (an
+// earlier attempt of this same Up got there).
+func (b *Backend) awaitInit(ctx context.Context, w *podWatch, p *types.Project, service, name, doing string) (bool, error) {
+	wctx, cancel := context.WithTimeout(ctx, b.start)
+	defer cancel()
+	done := false
+	err := w.until(wctx, func(pods map[string]*corev1.Pod) (bool, error) {
+		cur := pods[service]
+		if cur == nil {
+			return false, nil
+		}
+		if _, why := podState(cur, false); strings.HasPrefix(why, "FailedScheduling") {
+			return false, b.podFailure(context.WithoutCancel(ctx), cur, why)
+		}
+		for _, s := range cur.Status.InitContainerStatuses {
+			switch {
+			case s.Name != name:
+			case s.State.Running != nil:
+				return true, nil
+			case s.State.Terminated != nil && s.State.Terminated.ExitCode == 0:
+				done = true
+				return true, nil
+			case s.State.Terminated != nil:
+				return false, b.podFailure(context.WithoutCancel(ctx), cur, fmt.Sprintf("init container %s failed to %s (exit code %d)", name, doing, s.State.Terminated.ExitCode))
+			case s.State.Waiting != nil && slices.Contains(failReasons, s.State.Waiting.Reason):
+				return false, b.podFailure(context.WithoutCancel(ctx), cur, s.State.Waiting.Reason+": "+s.State.Waiting.Message)
+			}
+		}
+		return false, nil
+	})
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		return false, errdefs.Wrap(errdefs.ErrTimeout, err, fmt.Sprintf("kubernetes up %s: service %s: the pod did not start to %s within %s", p.Name, service, doing, b.start))
+	}
+	return done, err
 }
 
 // execIn runs argv in one named container of a pod (the exec calls of exec.go run in the

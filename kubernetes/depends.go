@@ -23,10 +23,16 @@ import (
 )
 
 // A sample starts in dependency waves: a wave is every service whose dependencies are all in
-// earlier waves, and it is created only once those dependencies meet the conditions its
-// services ask for (compose's depends_on). The waits follow the namespace's pods through an
-// informer, never by polling, and a dependency that will never meet its condition stops the
-// sample with the same *lifecycle.NotReadyError the Docker backend gives, naming it.
+// earlier waves. The pods are created wave by wave without waiting, each dependent held back
+// by its start gate (gate.go), and each service's command starts only once the services it
+// depends on meet the conditions it asks for (compose's depends_on). The waits follow the
+// namespace's pods through an informer, never by polling, and a dependency that will never
+// meet its condition stops the sample with the same *lifecycle.NotReadyError the Docker
+// backend gives, naming it.
+
+// conditionAddressed is met by a pod that has its address (or has run already): what a wave
+// needs of its dependencies to be created.
+const conditionAddressed = "composebox_addressed"
 
 // conditionReady is Wait's condition: running and, with a healthcheck, healthy; a one-shot
 // service that exited 0 is done. It is service_healthy's too.
@@ -114,6 +120,11 @@ func waveNeeds(p *types.Project, wave []string) map[string]string {
 func meets(pod *corev1.Pod, cond string, health bool) (backend.ServiceState, bool, string) {
 	st, reason := podState(pod, health)
 	switch cond {
+	case conditionAddressed:
+		if pod.Status.PodIP != "" || st.State == "exited" {
+			return st, true, ""
+		}
+		return st, false, reason
 	case types.ServiceConditionStarted:
 		// Started is all compose asks: a container that ran and exited already counts.
 		if st.State == backend.StateRunning || st.State == "exited" {
@@ -137,10 +148,13 @@ func meets(pod *corev1.Pod, cond string, health bool) (backend.ServiceState, boo
 // service's pod, and a signal at each change. A second informer follows the readiness probes'
 // failures (the kubelet's Unhealthy events), which the pod's status does not count.
 type podWatch struct {
-	ns      string
-	mu      sync.Mutex
-	pods    map[string]*corev1.Pod           // by service
-	probes  map[string]map[string]probeEvent // by pod, then event
+	ns     string
+	mu     sync.Mutex
+	pods   map[string]*corev1.Pod           // by service
+	probes map[string]map[string]probeEvent // by pod, then event
+	// passed are the pods (by UID) whose healthcheck composebox's own probe saw pass
+	// (healthProbe).
+	passed  map[string]bool
 	changed chan struct{}
 	stop    chan struct{}
 	once    sync.Once
@@ -157,7 +171,7 @@ type probeEvent struct {
 // watchPods starts the informers on ns's composebox pods and probe failures, and waits for
 // their first lists.
 func (b *Backend) watchPods(ctx context.Context, ns string) (*podWatch, error) {
-	w := &podWatch{ns: ns, pods: map[string]*corev1.Pod{}, probes: map[string]map[string]probeEvent{},
+	w := &podWatch{ns: ns, pods: map[string]*corev1.Pod{}, probes: map[string]map[string]probeEvent{}, passed: map[string]bool{},
 		changed: make(chan struct{}), stop: make(chan struct{})}
 	// signal wakes the waiters; the caller holds w.mu.
 	signal := func() {
@@ -246,6 +260,60 @@ func (w *podWatch) probeFailures(pod string) (int, string) {
 
 func (w *podWatch) close() { w.once.Do(func() { close(w.stop) }) }
 
+// pass records that the healthcheck of the pod with UID pod passed, and wakes the waiters.
+func (w *podWatch) pass(pod string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.passed[pod] = true
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+// hasPassed says whether composebox's own probe saw the healthcheck of the pod with UID pod
+// pass.
+func (w *podWatch) hasPassed(pod string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.passed[pod]
+}
+
+// A healthcheck is the pod's readiness probe, which the kubelet runs every interval (30 s
+// unless the file says otherwise). The kubelet can miss the run it triggers as the container
+// starts (it reads the pod's status from before the start), and a healthy service then stays
+// unready for a whole interval: one sample in six on the test cluster. So, as the Docker
+// backend does, composebox runs the healthcheck's command itself while it waits for a
+// service to be healthy: at once, then backing off from probeFirstBackoff to 2 s (or the
+// interval, if shorter); its first pass makes the service healthy. The kubelet's probe still
+// decides that a service is unhealthy, and keeps the pod's condition for the cluster.
+const probeFirstBackoff = 100 * time.Millisecond
+
+// healthProbe runs pod's healthcheck until it passes once or ctx ends.
+func (b *Backend) healthProbe(ctx context.Context, w *podWatch, pod *corev1.Pod) {
+	pr := pod.Spec.Containers[0].ReadinessProbe
+	if pr == nil || pr.Exec == nil {
+		return
+	}
+	t := backend.Target{Container: pod.Namespace + "/" + pod.Name, Service: pod.Annotations[labels.ComposeServiceLabel]}
+	req := backend.ExecRequest{Cmd: pr.Exec.Command, Timeout: time.Duration(max(pr.TimeoutSeconds, 1)) * time.Second, OutputLimit: 4 << 10}
+	longest := min(time.Duration(max(pr.PeriodSeconds, 1))*time.Second, 2*time.Second)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for backoff := probeFirstBackoff; ; backoff = min(2*backoff, longest) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		// A probe under way runs to its end (the healthcheck's timeout bounds it) when the wait
+		// ends: cancelling its stream would only leave the command behind in the container.
+		if res, err := b.Exec(context.WithoutCancel(ctx), t, req); err == nil && res.ExitCode == 0 {
+			w.pass(string(pod.UID))
+			return
+		}
+		timer.Reset(backoff)
+	}
+}
+
 // view is the current pods by service, and a channel closed at the next change.
 func (w *podWatch) view() (map[string]*corev1.Pod, <-chan struct{}) {
 	w.mu.Lock()
@@ -281,6 +349,7 @@ func (b *Backend) await(ctx context.Context, w *podWatch, p *types.Project, cond
 	states := map[string]backend.ServiceState{}
 	met := map[string]bool{}
 	var failed error
+	probing := map[string]bool{} // by pod UID
 	err := w.until(wctx, func(pods map[string]*corev1.Pod) (bool, error) {
 		all := true
 		for _, svc := range services {
@@ -291,7 +360,16 @@ func (b *Backend) await(ctx context.Context, w *podWatch, p *types.Project, cond
 				continue
 			}
 			st, ok, why := meets(pod, conds[svc], p.Services[svc].HealthCheck != nil)
-			if !ok && why == "" && st.State == backend.StateRunning && st.Health != "" && conditionRank(conds[svc]) == conditionRank(conditionReady) {
+			// A running service whose healthcheck has not passed yet, where healthy is asked.
+			starting := !ok && why == "" && st.State == backend.StateRunning && st.Health != "" && conditionRank(conds[svc]) == conditionRank(conditionReady)
+			if starting && w.hasPassed(string(pod.UID)) {
+				st.Health, st.Ready, ok, starting = "healthy", true, true, false
+			}
+			if starting && !probing[string(pod.UID)] {
+				probing[string(pod.UID)] = true
+				go b.healthProbe(wctx, w, pod)
+			}
+			if starting {
 				// Docker calls a service unhealthy after its healthcheck's retries in a row
 				// failed; a pod never ready yet has had nothing but failures.
 				if n, msg := w.probeFailures(pod.Name); n >= probeThreshold(pod) {
@@ -307,7 +385,7 @@ func (b *Backend) await(ctx context.Context, w *podWatch, p *types.Project, cond
 			}
 			if ok && !met[svc] {
 				met[svc] = true
-				if opts.OnReady != nil {
+				if opts.OnReady != nil && conds[svc] != conditionAddressed {
 					opts.OnReady(st)
 				}
 			}
@@ -387,8 +465,10 @@ func (b *Backend) notReadyError(ctx context.Context, project, reason string, sta
 	return nr
 }
 
-// startWaves creates the project's pods wave by wave, the services of a wave in parallel,
-// each wave once the dependencies it names meet their conditions.
+// startWaves creates the project's pods wave by wave, the services of a wave in parallel
+// (once the dependencies whose names they get as hostAliases have addresses); each gated
+// service is released once the dependencies it names meet their conditions. It returns once
+// every service is started.
 func (b *Backend) startWaves(ctx context.Context, p *types.Project, opts backend.UpOptions) error {
 	waves, err := dependencyWaves(p)
 	if err != nil {
@@ -404,59 +484,101 @@ func (b *Backend) startWaves(ctx context.Context, p *types.Project, opts backend
 			opts.OnProgress(svc, status)
 		}
 	}
-	for _, wave := range waves {
-		if need := waveNeeds(p, wave); len(need) > 0 {
-			if _, err := b.await(ctx, w, p, need, opts.Wait); err != nil {
-				return fmt.Errorf("kubernetes up %s: %w", p.Name, err)
+	wait := opts.Wait
+	if onReady := wait.OnReady; onReady != nil {
+		// Several services may wait on one dependency: it is ready once.
+		var seen sync.Map
+		wait.OnReady = func(st backend.ServiceState) {
+			if _, dup := seen.LoadOrStore(st.Service, true); !dup {
+				onReady(st)
 			}
 		}
-		g, gctx := errgroup.WithContext(ctx)
-		for _, name := range wave {
-			g.Go(func() error { return b.startService(gctx, w, p, name, progress) })
-		}
-		if err := g.Wait(); err != nil {
-			return err
-		}
 	}
-	return nil
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		for _, wave := range waves {
+			need := map[string]string{}
+			for _, name := range wave {
+				for _, dep := range aliasedDependencies(p, name) {
+					need[dep] = conditionAddressed
+				}
+			}
+			if len(need) > 0 {
+				if _, err := b.await(gctx, w, p, need, wait); err != nil {
+					return fmt.Errorf("kubernetes up %s: %w", p.Name, err)
+				}
+			}
+			pods := make([]*corev1.Pod, len(wave))
+			cg, cctx := errgroup.WithContext(gctx)
+			for i, name := range wave {
+				cg.Go(func() (err error) {
+					pods[i], err = b.createPod(cctx, w, p, name, progress)
+					return err
+				})
+			}
+			if err := cg.Wait(); err != nil {
+				return err
+			}
+			for i, name := range wave {
+				g.Go(func() error { return b.startService(gctx, w, p, name, pods[i], wait, progress) })
+			}
+		}
+		return nil
+	})
+	return g.Wait()
 }
 
-// startService creates a service's pod and the Services naming it, then hands the pod the
-// host files it binds: its container starts only once they are in place.
-func (b *Backend) startService(ctx context.Context, w *podWatch, p *types.Project, name string, progress func(svc, status string)) error {
+// createPod creates a service's pod, gated when it has dependencies, and the Services naming
+// it.
+func (b *Backend) createPod(ctx context.Context, w *podWatch, p *types.Project, name string, progress func(svc, status string)) (*corev1.Pod, error) {
 	svc := p.Services[name]
 	progress(name, "creating")
 	pod, err := b.podFor(ctx, p, svc)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	running, _ := w.view()
-	pod.Spec.HostAliases = append(pod.Spec.HostAliases, hostAliases(p, name, running)...)
-	if len(svc.DependsOn) > 0 {
+	pods, _ := w.view()
+	pod.Spec.HostAliases = append(pod.Spec.HostAliases, hostAliases(p, name, pods)...)
+	if needsGate(p, name) {
 		base, err := b.BaseImage(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		ref, err := b.registryRef(base)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if c := policyWait(p, name, running, ref); c != nil {
-			pod.Spec.InitContainers = append([]corev1.Container{*c}, pod.Spec.InitContainers...)
-		}
+		// Last, so that the binds are delivered while the dependencies start.
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, gate(p, name, ref))
 	}
 	if _, err := b.cs.CoreV1().Pods(p.Name).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("kubernetes up %s: create pod %s: %w", p.Name, pod.Name, err)
+		return nil, fmt.Errorf("kubernetes up %s: create pod %s: %w", p.Name, pod.Name, err)
 	}
 	progress(name, "created")
 	for _, host := range hostNames(name, svc) {
 		if err := b.createService(ctx, p.Name, host, name); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	progress(name, "starting")
-	if err := b.deliverBinds(ctx, w, p, svc, pod); err != nil {
+	return pod, nil
+}
+
+// startService hands a created pod the host files it binds and, once the services it depends
+// on meet their conditions, releases its gate: its container starts only then.
+func (b *Backend) startService(ctx context.Context, w *podWatch, p *types.Project, name string, pod *corev1.Pod, wait backend.WaitOptions, progress func(svc, status string)) error {
+	if err := b.deliverBinds(ctx, w, p, p.Services[name], pod); err != nil {
 		return err
+	}
+	if needsGate(p, name) {
+		if _, err := b.await(ctx, w, p, waveNeeds(p, []string{name}), wait); err != nil {
+			return fmt.Errorf("kubernetes up %s: %w", p.Name, err)
+		}
+		progress(name, "starting")
+		if err := b.release(ctx, w, p, name, pod); err != nil {
+			return err
+		}
+	} else {
+		progress(name, "starting")
 	}
 	progress(name, "started")
 	return nil

@@ -486,14 +486,52 @@ networks:
 		t.Errorf("host aliases before the victim has an address: %+v", got)
 	}
 
-	if c := policyWait(p, "agent", pods, "reg/base:1"); c == nil || !slices.Contains(c.Command, "10.0.0.7") || !slices.Contains(c.Command, "victim") ||
+	if c := gate(p, "agent", "reg/base:1"); c.Name != gateName || !slices.Contains(c.Command, "victim") ||
 		!slices.Equal(c.SecurityContext.Capabilities.Add, []corev1.Capability{"NET_RAW"}) {
-		t.Errorf("agent's policy barrier %+v, want one pinging the victim with NET_RAW alone", c)
+		t.Errorf("agent's start gate %+v, want one pinging the victim by name with NET_RAW alone", c)
 	}
-	if c := policyWait(p, "lonely", pods, "reg/base:1"); c != nil {
-		t.Errorf("a dependency on no shared network needs no barrier: %+v", c)
+	if got := gateTargets(p, "lonely"); len(got) != 0 {
+		t.Errorf("a dependency on no shared network is pinged: %v", got)
 	}
-	if c := policyWait(p, "agent", nil, "reg/base:1"); c != nil {
-		t.Errorf("a barrier without addresses: %+v", c)
+	if got := aliasedDependencies(p, "agent"); !slices.Equal(got, []string{"victim"}) {
+		t.Errorf("agent waits for the addresses of %v, want the victim's (its dotted alias)", got)
+	}
+	if !needsGate(p, "agent") || needsGate(p, "victim") {
+		t.Error("the gate goes to the services with dependencies, and only to them")
+	}
+}
+
+// The start gate pings the dependencies a service may talk to, by name: not a one-shot it
+// waits to see finish (gone once it exited, it would hold the gate to its deadline), not one
+// on another network, and nothing without egress.
+func TestGateTargets(t *testing.T) {
+	p := load(t, "", `
+services:
+  app:
+    image: x
+    depends_on:
+      db: {condition: service_healthy}
+      cache: {condition: service_started}
+      migrate: {condition: service_completed_successfully}
+      other: {condition: service_started}
+  db: {image: x}
+  cache: {image: x}
+  migrate: {image: x}
+  other: {image: x, networks: [elsewhere]}
+  offline:
+    image: x
+    network_mode: none
+    depends_on: [db]
+networks:
+  elsewhere: {}
+`)
+	if got := gateTargets(p, "app"); !slices.Equal(got, []string{"cache", "db"}) {
+		t.Errorf("app's gate pings %v, want cache and db", got)
+	}
+	if got := gateTargets(p, "offline"); len(got) != 0 {
+		t.Errorf("a service without network pings %v", got)
+	}
+	if c := gate(p, "app", "reg/base:1"); !slices.Contains(c.Command, "db") || slices.Contains(c.Command, "migrate") {
+		t.Errorf("gate command %q", c.Command)
 	}
 }

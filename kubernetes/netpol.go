@@ -6,7 +6,6 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/compose-spec/compose-go/v2/types"
@@ -182,65 +181,4 @@ func (b *Backend) createPolicies(ctx context.Context, p *types.Project, _ backen
 		}
 	}
 	return nil
-}
-
-// policyWaitName is the init container that holds a dependent's start until its network
-// policies let it reach its dependencies.
-const policyWaitName = "composebox-network"
-
-// policyWaitScript pings each address, then each name, given until it answers, for at most
-// $1 seconds in all, then lets the container start whatever happened: it is a barrier, not a
-// check. A NetworkPolicy is enforced by the network plugin some time after a new pod gets its
-// address (seconds, on a busy node), and until then that pod's packets are dropped; a
-// dependent whose first instruction connects to its dependency, which compose's depends_on
-// promises will work, would hang in TCP's retransmissions instead. An allow rule without
-// ports lets ICMP through as it lets TCP, so an answered ping means the rule is in force. The
-// dependency's name is pinged too: the cluster's DNS answers for it only once the endpoint
-// controller has published its address, which on a busy node comes after the pod runs. A
-// name that does not resolve fails at once, hence the pause between tries.
-const policyWaitScript = `end=$(( $(date +%s) + $1 )); shift
-for target in "$@"; do
-  until ping -c 1 -W 1 "$target" >/dev/null 2>&1; do
-    [ "$(date +%s)" -lt "$end" ] || exit 0
-    sleep 0.2
-  done
-done`
-
-// policyWaitSeconds bounds the barrier.
-const policyWaitSeconds = 30
-
-// policyWait is the barrier init container for service name, or nil: one when name depends on
-// services it shares a network with and which have addresses already (they run, in an
-// earlier wave). ref is the backend's base image in the registry.
-func policyWait(p *types.Project, name string, running map[string]*corev1.Pod, ref string) *corev1.Container {
-	svc := p.Services[name]
-	mine, egress, err := serviceNetworks(p, svc)
-	if err != nil || egress == egressNone {
-		return nil
-	}
-	var ips, names []string
-	for _, dep := range slices.Sorted(maps.Keys(svc.DependsOn)) {
-		theirs, _, err := serviceNetworks(p, p.Services[dep])
-		if err != nil || !slices.ContainsFunc(theirs, func(n string) bool { return slices.Contains(mine, n) }) {
-			continue
-		}
-		if ip := podIP(running[dep]); ip != "" {
-			ips = append(ips, ip)
-			names = append(names, dnsName(dep))
-		}
-	}
-	if len(ips) == 0 {
-		return nil
-	}
-	targets := append(ips, names...)
-	return &corev1.Container{
-		Name: policyWaitName, Image: ref, ImagePullPolicy: corev1.PullIfNotPresent,
-		Command: append([]string{"sh", "-c", policyWaitScript, "sh", strconv.Itoa(policyWaitSeconds)}, targets...),
-		// Root with NET_RAW alone: what ping's raw socket needs.
-		SecurityContext: &corev1.SecurityContext{
-			RunAsUser: ptr(int64(0)), RunAsGroup: ptr(int64(0)), RunAsNonRoot: ptr(false),
-			AllowPrivilegeEscalation: ptr(false),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_RAW"}},
-		},
-	}
 }

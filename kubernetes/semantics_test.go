@@ -139,7 +139,7 @@ func sh(t *testing.T, sb *orchestrator.Sandbox, script string) string {
 
 // Each depends_on condition holds on either backend: the dependent's own command, run as it
 // starts, sees the one-shot setup's output and the healthy dependency's answer. On the cluster
-// the dependent's pod is only created once its dependencies met their conditions.
+// the dependent's command is only released once its dependencies met their conditions.
 func TestDependsOnConditions(t *testing.T) {
 	onBoth(t, func(t *testing.T, e engine) {
 		task := e.task(t, orchestrator.TaskSpec{Name: "depends-on", YAML: []byte(`
@@ -178,11 +178,11 @@ volumes:
 			t.Error("the finished one-shot setup has a sandbox")
 		}
 		if e.k8s != nil {
-			created, ok := e.rec.first(orchestrator.EventServiceProgress, "default", "creating")
+			started, ok := e.rec.first(orchestrator.EventServiceProgress, "default", "starting")
 			for _, dep := range []string{"setup", "db"} {
 				ready, rok := e.rec.first(orchestrator.EventServiceReady, dep, "")
-				if !ok || !rok || created.Before(ready) {
-					t.Errorf("default's pod created at %s, %s ready at %s (events %v %v)", created, dep, ready, ok, rok)
+				if !ok || !rok || started.Before(ready) {
+					t.Errorf("default's command released at %s, %s ready at %s (events %v %v)", started, dep, ready, ok, rok)
 				}
 			}
 		}
@@ -251,8 +251,8 @@ services:
 				}
 				t.Logf("%s failed after %s", c.name, time.Since(start).Round(time.Millisecond))
 				if e.k8s != nil {
-					if _, ok := e.rec.first(orchestrator.EventServiceProgress, "default", "creating"); ok {
-						t.Error("default's pod was created although its dependency failed")
+					if _, ok := e.rec.first(orchestrator.EventServiceProgress, "default", "starting"); ok {
+						t.Error("default's command was released although its dependency failed")
 					}
 					e.gone(t, nr.Project)
 				}
