@@ -20,18 +20,15 @@ build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/composebox
 
 # Unit and real-engine integration tests, Go then Python (test-python, which installs the Python
-# test dependencies it lacks; then, with K8S=1, test-python-k8s on the cluster). The leak
-# check fails the run if the tests left any composebox container, network, volume or namespace
-# behind.
+# test dependencies it lacks), then the Kubernetes tests on the local cluster (Go, then
+# test-python-k8s). The leak check fails the run if the tests left any composebox container,
+# network, volume or namespace behind.
 #
-# `make test K8S=1` also runs the Kubernetes tests on the local cluster (make k8s), which comes
-# up in the background while every test that does not need it runs (Go, then Python): its first
-# build compiles for a quarter of an hour and more on 2 cores. Then COMPOSEBOX_K8S_REQUIRED makes
-# a Kubernetes test that finds no cluster fail rather than skip. They pass on the cluster, but a
-# cold CI run with them beside the Docker tests (44 min 41 s) had two fail under that load (a
-# truncation flag, a dependent's first connection; see docs/kubernetes.md), so until those are
-# understood the default leaves the cluster out and its tests skip, saying so.
-K8S ?= 0
+# The local cluster (make k8s) comes up in the background while every test that does not need it
+# runs: its first build compiles for a quarter of an hour and more on 2 cores. Then
+# COMPOSEBOX_K8S_REQUIRED makes a Kubernetes test that finds no cluster fail rather than skip.
+# `make test K8S=0` leaves the cluster out, and its tests skip, saying so.
+K8S ?= 1
 K8S_ON := $(filter-out 0,$(K8S))
 K8S_LOG := $(ROOT)/bin/k8s-up.log
 # What needs the cluster: the packages below, and cmd/composebox's tests named TestKubernetes*;

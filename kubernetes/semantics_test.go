@@ -146,7 +146,7 @@ func TestDependsOnConditions(t *testing.T) {
 services:
   default:
     image: ${COMPOSEBOX_BASE_IMAGE}
-    command: ["sh", "-c", "cat /shared/state > /tmp/seen-setup; nc -w 5 db 5432 </dev/null > /tmp/seen-db; exec tail -f /dev/null"]
+    command: ["sh", "-c", "cat /shared/state > /tmp/seen-setup; { sleep 60 & } | nc -w 30 db 5432 > /tmp/seen-db 2>/tmp/seen-nc; echo \"nc exit $$?\" >>/tmp/seen-nc; touch /tmp/seen-done; exec tail -f /dev/null"]
     volumes: ["shared:/shared"]
     depends_on:
       setup: {condition: service_completed_successfully}
@@ -171,8 +171,18 @@ volumes:
   shared: {}
 `)})
 		s := e.sample(t, task)
-		if got := sh(t, s.Default(), "cat /tmp/seen-setup /tmp/seen-db"); got != "set-up\npong\n" {
-			t.Errorf("default saw %q as it started, want setup's state and db's answer", got)
+		// The sample is handed over once default runs, which may be before its command got
+		// db's answer: the exec waits for the command to say it is done. Two things make the
+		// answer come under load: nc's stdin stays open until it comes (busybox's nc quits
+		// at its stdin's end; the sleep holds it open without holding the command back), and
+		// nc keeps trying to connect for long enough (db's `nc -ll` accepts two connections
+		// at a time, and with healthchecks connecting too, a refused SYN waits a second and
+		// more to be sent again).
+		res, err := s.Default().Exec(t.Context(), orchestrator.ExecRequest{Timeout: 90 * time.Second,
+			Cmd: []string{"sh", "-c", "until [ -e /tmp/seen-done ]; do sleep 0.1; done; cat /tmp/seen-setup /tmp/seen-db"}})
+		if err != nil || res.StdoutText() != "set-up\npong\n" {
+			nc, _ := s.Default().Exec(t.Context(), orchestrator.ExecRequest{Cmd: []string{"cat", "/tmp/seen-nc"}})
+			t.Errorf("default saw %q as it started (%v), want setup's state and db's answer; nc said %q", res.StdoutText(), err, nc.StdoutText())
 		}
 		if _, err := s.Sandbox("setup"); err == nil {
 			t.Error("the finished one-shot setup has a sandbox")
