@@ -23,6 +23,7 @@ import (
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/testutil"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 func TestQuickstart(t *testing.T) {
@@ -75,7 +76,7 @@ func runExample(t *testing.T, name, task string, args ...string) string {
 		if err != nil {
 			t.Errorf("count what examples/%s left: %v", name, err)
 		}
-		if _, err := tracking.Sweep(context.Background(), c, tracking.Selector{All: true, Task: task}, cleanup.RemoveOptions{}); err != nil {
+		if _, err := tracking.Sweep(context.Background(), c, backend.Selector{All: true, Task: task}, cleanup.RemoveOptions{}); err != nil {
 			t.Errorf("remove projects of %s: %v", task, err)
 		}
 		if left != 0 {

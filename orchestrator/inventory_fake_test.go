@@ -102,6 +102,20 @@ func TestFakePruneStaleDryRunThenRemove(t *testing.T) {
 	}
 }
 
+// A selection that names projects and filters too is refused before anything is removed,
+// though the fake backend's Sweep would take the names alone.
+func TestFakePruneRefusesNamesWithFilters(t *testing.T) {
+	f, o, _ := newFake(t)
+	a := detachedSample(t, o, "prune-mixed")
+	_, err := o.Prune(t.Context(), orchestrator.PruneOptions{Names: []string{a}, All: true})
+	if !errors.Is(err, orchestrator.ErrInvalidConfig) {
+		t.Fatalf("prune of names with --all: %v, want invalid config", err)
+	}
+	if got := f.Projects(); !slices.Equal(got, []string{a}) {
+		t.Fatalf("projects after a refused prune: %v, want %s still there", got, a)
+	}
+}
+
 func TestFakePruneImagesKeepsLiveTasks(t *testing.T) {
 	f, o, _ := newFake(t)
 	detachedSample(t, o, "img-live")

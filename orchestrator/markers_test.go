@@ -7,6 +7,7 @@ import (
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/orchestrator"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // squatter declares, as volumes of its own, the names composebox's markers had: the detach,
@@ -54,7 +55,7 @@ func TestAttackProjectVolumesCannotPreemptMarkers(t *testing.T) {
 		t.Fatalf("ls: %d projects of the task, want the warm one: %+v", len(got), got)
 	}
 	for _, p := range got {
-		if p.Pool != labels.PoolWarm || p.Status != tracking.StatusAlive {
+		if p.Pool != labels.PoolWarm || p.Status != backend.StatusAlive {
 			t.Fatalf("ls: %s pool %q status %s, want warm and alive", p.Name, p.Pool, p.Status)
 		}
 	}
@@ -69,21 +70,21 @@ func TestAttackProjectVolumesCannotPreemptMarkers(t *testing.T) {
 	if n := rec.count(orchestrator.EventPoolTaken); n != 1 {
 		t.Fatalf("pool_taken events: %d, want 1", n)
 	}
-	waitListed(t, name, "the taken sample as taken-1, claimed", func(got map[string]tracking.Project) bool {
+	waitListed(t, name, "the taken sample as taken-1, claimed", func(got map[string]backend.Project) bool {
 		p := got[s.Project()]
-		return p.Sample == "taken-1" && p.Pool == labels.PoolClaimed && p.Status == tracking.StatusAlive
+		return p.Sample == "taken-1" && p.Pool == labels.PoolClaimed && p.Status == backend.StatusAlive
 	})
 
 	if err := s.Detach(t.Context()); err != nil {
 		t.Fatalf("detach: %v", err)
 	}
-	if got := status(t, c, s.Project()); got != tracking.StatusDetached {
+	if got := status(t, c, s.Project()); got != backend.StatusDetached {
 		t.Fatalf("handed-over sample is %s, want detached", got)
 	}
-	if _, err := tracking.Sweep(t.Context(), c, tracking.Selector{Stale: true, Task: name}, cleanup.RemoveOptions{}); err != nil {
+	if _, err := tracking.Sweep(t.Context(), c, backend.Selector{Stale: true, Task: name}, cleanup.RemoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := status(t, c, s.Project()); got != tracking.StatusDetached {
+	if got := status(t, c, s.Project()); got != backend.StatusDetached {
 		t.Fatalf("after cleanup --stale the handed-over sample is %s, want detached", got)
 	}
 }
@@ -96,13 +97,13 @@ func TestAttackFixedVolumeNameCannotPreemptDetach(t *testing.T) {
 	removeTaskProjects(t, c, name)
 	task := taskInit(t, o, orchestrator.TaskSpec{Name: name, YAML: []byte(fixedSquatter)})
 	s := startSamples(t, task, 1)[0]
-	if got := status(t, c, s.Project()); got != tracking.StatusAlive {
+	if got := status(t, c, s.Project()); got != backend.StatusAlive {
 		t.Fatalf("sample is %s before it is handed over, want alive", got)
 	}
 	if err := s.Detach(t.Context()); err != nil {
 		t.Fatalf("detach: %v", err)
 	}
-	if got := status(t, c, s.Project()); got != tracking.StatusDetached {
+	if got := status(t, c, s.Project()); got != backend.StatusDetached {
 		t.Fatalf("handed-over sample is %s, want detached", got)
 	}
 }

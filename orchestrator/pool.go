@@ -562,7 +562,7 @@ func (t *Task) takeShared(ctx context.Context, spec SampleSpec) *Sample {
 	}
 	fp := t.fingerprint()
 	for _, w := range warm {
-		if !w.Shared || w.Fingerprint != fp || w.Owner == t.o.owner || tracking.OwnerStatus(w.Owner) != tracking.StatusAlive {
+		if !w.Shared || w.Fingerprint != fp || w.Owner == t.o.owner || tracking.OwnerStatus(w.Owner) != backend.StatusAlive {
 			continue
 		}
 		id := cmp.Or(spec.ID, w.Sample)

@@ -17,6 +17,7 @@ import (
 	cbxerr "github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/orchestrator"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // waitPool polls the task's pool until cond holds, failing the test after a minute.
@@ -39,7 +40,7 @@ func waitPool(t *testing.T, task *orchestrator.Task, what string, cond func(orch
 
 // waitListed polls `ls` for the projects of task until cond holds, failing the test after a
 // minute: a take from a pool that is not shared records itself after SampleInit returned.
-func waitListed(t *testing.T, task, what string, cond func(map[string]tracking.Project) bool) map[string]tracking.Project {
+func waitListed(t *testing.T, task, what string, cond func(map[string]backend.Project) bool) map[string]backend.Project {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -61,13 +62,13 @@ func full(n int) func(orchestrator.PoolStatus) bool {
 }
 
 // listed returns the projects of task as `ls` sees them.
-func listed(t *testing.T, task string) map[string]tracking.Project {
+func listed(t *testing.T, task string) map[string]backend.Project {
 	t.Helper()
 	all, err := tracking.List(t.Context(), testutil.Docker(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]tracking.Project{}
+	out := map[string]backend.Project{}
 	for _, p := range all {
 		if p.Task == task {
 			out[p.Name] = p
@@ -88,7 +89,7 @@ func TestPoolTakeGivesWorkingSampleAndRefills(t *testing.T) {
 		t.Fatalf("ls: %d projects of the task, want the 2 warm ones: %+v", len(got), got)
 	}
 	for _, p := range got {
-		if p.Pool != labels.PoolWarm || p.Status != tracking.StatusAlive {
+		if p.Pool != labels.PoolWarm || p.Status != backend.StatusAlive {
 			t.Errorf("ls: %s pool %q status %s, want warm and alive", p.Name, p.Pool, p.Status)
 		}
 	}
@@ -121,7 +122,7 @@ func TestPoolTakeGivesWorkingSampleAndRefills(t *testing.T) {
 		t.Fatalf("exec in the peer: %v %+v", err, r)
 	}
 	// The id is recorded for other processes, and the sample is no longer warm.
-	waitListed(t, name, "the taken sample as mine-1, claimed", func(got map[string]tracking.Project) bool {
+	waitListed(t, name, "the taken sample as mine-1, claimed", func(got map[string]backend.Project) bool {
 		p := got[s.Project()]
 		return p.Sample == "mine-1" && p.Pool == labels.PoolClaimed
 	})
@@ -175,7 +176,7 @@ func TestPoolRacingSampleInitsClaimEachSampleOnce(t *testing.T) {
 		t.Fatalf("pool_taken: %d", taken)
 	}
 	// Each claim marker names the one SampleInit that holds the sample.
-	waitListed(t, name, "every sample recorded with the id of its holder", func(got map[string]tracking.Project) bool {
+	waitListed(t, name, "every sample recorded with the id of its holder", func(got map[string]backend.Project) bool {
 		for project, id := range byProject {
 			if got[project].Sample != id {
 				return false
@@ -309,7 +310,7 @@ func TestPoolDropsASampleThatDiedWhileWaiting(t *testing.T) {
 	waitPool(t, task, "refilled after the death", func(st orchestrator.PoolStatus) bool {
 		return st.Ready == 1 && rec.count(orchestrator.EventPoolWarm) == 2
 	})
-	waitListed(t, name, "the dead sample removed", func(got map[string]tracking.Project) bool {
+	waitListed(t, name, "the dead sample removed", func(got map[string]backend.Project) bool {
 		_, still := got[victim]
 		return !still
 	})

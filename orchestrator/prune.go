@@ -60,6 +60,15 @@ type PruneReport struct {
 // already gone counts as removed, so pruning twice is harmless.
 func (o *Orchestrator) Prune(ctx context.Context, opts PruneOptions) (PruneReport, error) {
 	rep := PruneReport{DryRun: opts.DryRun}
+	sel := opts.selector()
+	selects := len(sel.Names) > 0 || sel.All || sel.Stale
+	if selects {
+		// Checked here rather than left to the backend's Sweep, so that a selection mixing
+		// names with filters is refused alike whatever the backend.
+		if err := sel.Validate(); err != nil {
+			return rep, fmt.Errorf("prune: %w", err)
+		}
+	}
 	if _, err := o.prerequisites(ctx); err != nil {
 		return rep, err
 	}
@@ -69,7 +78,7 @@ func (o *Orchestrator) Prune(ctx context.Context, opts PruneOptions) (PruneRepor
 		}
 	}
 	var errs []error
-	if sel := opts.selector(); len(sel.Names) > 0 || sel.All || sel.Stale {
+	if selects {
 		pruned, err := o.pruneProjects(ctx, sel, opts)
 		if pruned == nil {
 			// Nothing could be selected: nothing was removed.
@@ -188,7 +197,7 @@ func (o *Orchestrator) liveTasks(ctx context.Context) (map[string]string, error)
 		return nil, fmt.Errorf("find live tasks: %w", err)
 	}
 	for _, h := range holds {
-		if tracking.OwnerStatus(h.Owner) != tracking.StatusStale && live[h.Task] == "" {
+		if tracking.OwnerStatus(h.Owner) != backend.StatusStale && live[h.Task] == "" {
 			live[h.Task] = "task is held by process " + h.Owner
 		}
 	}

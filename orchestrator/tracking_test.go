@@ -19,6 +19,7 @@ import (
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/orchestrator"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 const keepAlive = `
@@ -38,7 +39,7 @@ func uniqueTask(name string) string {
 func removeTaskProjects(t *testing.T, c client.APIClient, task string) {
 	t.Cleanup(func() {
 		ctx := context.Background()
-		if _, err := tracking.Sweep(ctx, c, tracking.Selector{All: true, Task: task}, cleanup.RemoveOptions{}); err != nil {
+		if _, err := tracking.Sweep(ctx, c, backend.Selector{All: true, Task: task}, cleanup.RemoveOptions{}); err != nil {
 			t.Errorf("remove projects of %s: %v", task, err)
 		}
 	})
@@ -78,7 +79,7 @@ func leftoverNetwork(t *testing.T, c client.APIClient, task, owner string) strin
 	return project
 }
 
-func status(t *testing.T, c client.APIClient, project string) tracking.Status {
+func status(t *testing.T, c client.APIClient, project string) backend.OwnerStatus {
 	t.Helper()
 	all, err := tracking.List(t.Context(), c)
 	if err != nil {
@@ -108,8 +109,8 @@ func TestSweepStaleAtTaskInit(t *testing.T) {
 	otherStale := leftoverNetwork(t, c, other, dead)
 
 	taskInit(t, o, orchestrator.TaskSpec{Name: task, YAML: []byte(keepAlive)})
-	for project, want := range map[string]tracking.Status{
-		stale: "gone", live: tracking.StatusAlive, handed: tracking.StatusDetached, otherStale: tracking.StatusStale,
+	for project, want := range map[string]backend.OwnerStatus{
+		stale: "gone", live: backend.StatusAlive, handed: backend.StatusDetached, otherStale: backend.StatusStale,
 	} {
 		if got := status(t, c, project); got != want {
 			t.Errorf("%s after TaskInit's sweep: %s, want %s", project, got, want)
@@ -143,7 +144,7 @@ func TestDetachedSampleOutlivesTaskCleanup(t *testing.T) {
 	if err := s.Detach(t.Context()); err != nil {
 		t.Errorf("second Detach: %v", err)
 	}
-	if got := status(t, c, s.Project()); got != tracking.StatusDetached {
+	if got := status(t, c, s.Project()); got != backend.StatusDetached {
 		t.Errorf("detached sample is %s", got)
 	}
 	if rec.count(orchestrator.EventSampleDetached) != 2 {
@@ -155,7 +156,7 @@ func TestDetachedSampleOutlivesTaskCleanup(t *testing.T) {
 	if got := status(t, c, kept.Project()); got != "gone" {
 		t.Errorf("Task.Cleanup left its own sample %s: %s", kept.Project(), got)
 	}
-	if got := status(t, c, s.Project()); got != tracking.StatusDetached {
+	if got := status(t, c, s.Project()); got != backend.StatusDetached {
 		t.Fatalf("Task.Cleanup removed the detached sample: %s", got)
 	}
 	// An explicit removal does remove it, marker included.

@@ -20,6 +20,7 @@ import (
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/engine"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 func connect(ctx context.Context) (client.APIClient, error) {
@@ -35,9 +36,9 @@ func sweep(ctx context.Context, c client.APIClient) (int, error) {
 	removed := 0
 	var last error
 	for pass := 0; pass < 6; pass++ {
-		var projects []tracking.Project
+		var projects []backend.Project
 		for _, t := range benchTasks {
-			ps, err := tracking.Plan(ctx, c, tracking.Selector{All: true, Task: t})
+			ps, err := tracking.Plan(ctx, c, backend.Selector{All: true, Task: t})
 			if err != nil {
 				return removed, err
 			}

@@ -22,6 +22,7 @@ import (
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/testutil"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // Every project and task these tests create is named with this prefix, so that the leak check
@@ -170,7 +171,7 @@ func makeFake(ctx context.Context, c client.APIClient, image, project string, sp
 func projectLabel(p string) string { return labels.ComposeProjectLabel + "=" + p }
 
 // find returns the listed project named name.
-func find(t *testing.T, c client.APIClient, name string) (tracking.Project, bool) {
+func find(t *testing.T, c client.APIClient, name string) (backend.Project, bool) {
 	t.Helper()
 	all, err := tracking.List(t.Context(), c)
 	if err != nil {
@@ -181,10 +182,10 @@ func find(t *testing.T, c client.APIClient, name string) (tracking.Project, bool
 			return p, true
 		}
 	}
-	return tracking.Project{}, false
+	return backend.Project{}, false
 }
 
-func names(ps []tracking.Project) []string {
+func names(ps []backend.Project) []string {
 	var out []string
 	for _, p := range ps {
 		out = append(out, p.Name)

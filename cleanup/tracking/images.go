@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/docker/docker/client"
+
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // LiveTasks maps each live task to why it is live, for cleanup.PruneImages to keep its images
@@ -28,7 +30,7 @@ func LiveTasks(ctx context.Context, c client.APIClient, cache *Cache) (map[strin
 			return nil, fmt.Errorf("find live tasks: %w", err)
 		}
 		for _, h := range holds {
-			if OwnerStatus(h.Owner) != StatusStale && live[h.Task] == "" {
+			if OwnerStatus(h.Owner) != backend.StatusStale && live[h.Task] == "" {
 				live[h.Task] = "task is held by process " + h.Owner
 			}
 		}

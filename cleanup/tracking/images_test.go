@@ -14,6 +14,7 @@ import (
 	"github.com/composebox/composebox/internal/images"
 	"github.com/composebox/composebox/internal/images/imagespec"
 	"github.com/composebox/composebox/internal/testutil"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // buildTaskImage builds a task image as TaskInit does (labelled managed and task), FROM the base
@@ -94,7 +95,7 @@ func TestPruneImages(t *testing.T) {
 	if rep := prune(false); len(rep.Removed) != 0 || len(rep.Kept) != 1 || rep.Kept[0].Reason == "" || !exists() {
 		t.Fatalf("image in use by a stale project: %+v", rep)
 	}
-	if _, err := tracking.Sweep(t.Context(), c, tracking.Selector{Stale: true, Task: task}, cleanup.RemoveOptions{}); err != nil {
+	if _, err := tracking.Sweep(t.Context(), c, backend.Selector{Stale: true, Task: task}, cleanup.RemoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -21,43 +21,11 @@ import (
 	"github.com/composebox/composebox/orchestrator/backend"
 )
 
-// Project is one composebox project as the engine's labels describe it.
-type Project struct {
-	Name   string `json:"name"`
-	Task   string `json:"task"`
-	Sample string `json:"sample"`
-	// Owner is the owner label, host:pid:start-time, or "detached" for a project handed over by
-	// `composebox up`.
-	Owner string `json:"owner"`
-	// Status says whether the owner is alive; Stale is Status == StatusStale.
-	Status Status `json:"status"`
-	Stale  bool   `json:"stale"`
-	// Created is the earliest dev.composebox.created label of the project's resources (or
-	// their creation time when unlabelled).
-	Created time.Time `json:"created"`
-	// Containers, Networks and Volumes count the project's resources. composebox's own marker
-	// volumes (detached, warm, claimed) are not the project's volumes and are not counted.
-	Containers int `json:"containers"`
-	Networks   int `json:"networks"`
-	Volumes    int `json:"volumes"`
-	// Running counts the containers that run.
-	Running int `json:"running"`
-	// Health sums the containers up: "ok" when every one runs and none is unhealthy or still
-	// starting its healthcheck (or exited 0, a finished one-shot), else the services that are
-	// not, as "db:exited(137),web:unhealthy"; "" for a project with no container.
-	Health string `json:"health,omitempty"`
-	// Config is the project's compose files when its containers name them.
-	Config string `json:"config,omitempty"`
-	// ContainerNames names the project's containers, sorted.
-	ContainerNames []string `json:"container_names,omitempty"`
-	// Pool is set on a sample started for a task's warm pool: "warm" while it waits to be
-	// taken, "claimed" once a SampleInit took it (Sample is then the id that SampleInit gave),
-	// "pooled" in between (starting, or being taken).
-	Pool string `json:"pool,omitempty"`
-	// Ports are the ports the project's running containers publish on the host, as the engine
-	// bound them (an ephemeral port where the compose file fixed one), sorted.
-	Ports []PublishedPort `json:"ports,omitempty"`
-
+// listed is one project while the listing aggregates its resources: the project as List
+// returns it, and what the listing needs to compute its status and health but a project's
+// description does not show.
+type listed struct {
+	backend.Project
 	// owners are the non-detached owner labels seen on the project's resources.
 	owners map[string]bool
 	// problems are the containers that are not fine, as service:state.
@@ -92,15 +60,34 @@ func containerProblem(x container.Summary) string {
 // List finds every composebox project from its containers, networks and volumes, so that a
 // project with only a leftover network or volume is found too (`docker compose ls` misses
 // those). Resources without a compose project label are not projects and are left out. The
-// result is sorted by creation time, then name.
-func List(ctx context.Context, c client.APIClient) ([]Project, error) {
+// result is sorted by creation time, then name. Engine is left empty: only the backend knows
+// which engine c is.
+func List(ctx context.Context, c client.APIClient) ([]backend.Project, error) {
+	ls, err := listAll(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return projects(ls), nil
+}
+
+// listAll is List with each project's owners kept.
+func listAll(ctx context.Context, c client.APIClient) ([]listed, error) {
 	return list(ctx, c, filters.NewArgs(filters.Arg("label", labels.ManagedFilter)))
+}
+
+// projects is ls without the listing's bookkeeping.
+func projects(ls []listed) []backend.Project {
+	out := make([]backend.Project, len(ls))
+	for i, l := range ls {
+		out[i] = l.Project
+	}
+	return out
 }
 
 // list aggregates the resources matching f into projects. The status of each is computed from
 // its owner labels (and the detached marker, when f lets it through).
-func list(ctx context.Context, c client.APIClient, f filters.Args) ([]Project, error) {
-	agg := aggregator{projects: map[string]*Project{}, detached: map[string]bool{}}
+func list(ctx context.Context, c client.APIClient, f filters.Args) ([]listed, error) {
+	agg := aggregator{projects: map[string]*listed{}, detached: map[string]bool{}}
 	ctrs, err := c.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil {
 		return nil, fmt.Errorf("list projects: containers: %w", err)
@@ -122,7 +109,7 @@ func list(ctx context.Context, c client.APIClient, f filters.Args) ([]Project, e
 			if port.PublicPort == 0 {
 				continue
 			}
-			pp := PublishedPort{Service: x.Labels[labels.ComposeServiceLabel], ContainerPort: int(port.PrivatePort),
+			pp := backend.PublishedPort{Service: x.Labels[labels.ComposeServiceLabel], ContainerPort: int(port.PrivatePort),
 				Protocol: port.Type, HostIP: port.IP, HostPort: int(port.PublicPort)}
 			if !slices.Contains(p.Ports, pp) { // the engine lists a port per address family
 				p.Ports = append(p.Ports, pp)
@@ -155,21 +142,21 @@ func list(ctx context.Context, c client.APIClient, f filters.Args) ([]Project, e
 }
 
 type aggregator struct {
-	projects map[string]*Project
+	projects map[string]*listed
 	detached map[string]bool
 }
 
 // add records one resource and returns its project (nil when it names none). marker is the
 // kind of marker volume the resource is, "" for none: only a marker can say that a project is
 // detached, warm or claimed, whatever labels anything else carries.
-func (a *aggregator) add(lbl map[string]string, created time.Time, marker string) *Project {
+func (a *aggregator) add(lbl map[string]string, created time.Time, marker string) *listed {
 	name := lbl[labels.ComposeProjectLabel]
 	if name == "" {
 		return nil
 	}
 	p := a.projects[name]
 	if p == nil {
-		p = &Project{Name: name, owners: map[string]bool{}}
+		p = &listed{Project: backend.Project{Name: name}, owners: map[string]bool{}}
 		a.projects[name] = p
 	}
 	if p.Task == "" {
@@ -206,9 +193,9 @@ func (a *aggregator) add(lbl map[string]string, created time.Time, marker string
 	return p
 }
 
-func (a *aggregator) result() []Project {
-	statuses := map[string]Status{}
-	status := func(owner string) Status {
+func (a *aggregator) result() []listed {
+	statuses := map[string]backend.OwnerStatus{}
+	status := func(owner string) backend.OwnerStatus {
 		s, ok := statuses[owner]
 		if !ok {
 			s = OwnerStatus(owner)
@@ -216,31 +203,31 @@ func (a *aggregator) result() []Project {
 		}
 		return s
 	}
-	out := make([]Project, 0, len(a.projects))
+	out := make([]listed, 0, len(a.projects))
 	for name, p := range a.projects {
 		owners := slices.Sorted(maps.Keys(p.owners))
 		switch {
 		case a.detached[name]:
-			p.Owner, p.Status = labels.OwnerDetached, StatusDetached
+			p.Owner, p.Status = labels.OwnerDetached, backend.StatusDetached
 		case len(owners) == 0:
-			p.Status = StatusUnknown
+			p.Status = backend.StatusUnknown
 		default:
 			// One owner per project; should several ever appear, the project is stale only when
 			// every one of them is dead, and alive when any is.
 			p.Owner = strings.Join(owners, ",")
-			p.Status = StatusStale
+			p.Status = backend.StatusStale
 			for _, o := range owners {
 				switch s := status(o); s {
-				case StatusAlive:
-					p.Status = StatusAlive
-				case StatusUnknown:
-					if p.Status != StatusAlive {
-						p.Status = StatusUnknown
+				case backend.StatusAlive:
+					p.Status = backend.StatusAlive
+				case backend.StatusUnknown:
+					if p.Status != backend.StatusAlive {
+						p.Status = backend.StatusUnknown
 					}
 				}
 			}
 		}
-		p.Stale = p.Status == StatusStale
+		p.Stale = p.Status == backend.StatusStale
 		slices.Sort(p.ContainerNames)
 		slices.Sort(p.problems)
 		switch {
@@ -250,29 +237,19 @@ func (a *aggregator) result() []Project {
 		default:
 			p.Health = strings.Join(p.problems, ",")
 		}
-		slices.SortFunc(p.Ports, func(x, y PublishedPort) int {
+		slices.SortFunc(p.Ports, func(x, y backend.PublishedPort) int {
 			return cmp.Or(strings.Compare(x.Service, y.Service), cmp.Compare(x.ContainerPort, y.ContainerPort),
 				strings.Compare(x.Protocol, y.Protocol), strings.Compare(x.HostIP, y.HostIP))
 		})
 		out = append(out, *p)
 	}
-	slices.SortFunc(out, func(x, y Project) int {
+	slices.SortFunc(out, func(x, y listed) int {
 		return cmp.Or(x.Created.Compare(y.Created), strings.Compare(x.Name, y.Name))
 	})
 	return out
 }
 
-// PublishedPort is a port a project's container publishes on the host.
-type PublishedPort = backend.PublishedPort
-
-// Backend is p as the backend boundary describes a project (what `composebox ls` prints).
-func (p Project) Backend() backend.Project {
-	return backend.Project{Name: p.Name, Task: p.Task, Sample: p.Sample, Owner: p.Owner, Status: p.Status, Stale: p.Stale,
-		Created: p.Created, Containers: p.Containers, Networks: p.Networks, Volumes: p.Volumes, Running: p.Running,
-		Health: p.Health, Config: p.Config, ContainerNames: p.ContainerNames, Pool: p.Pool, Ports: p.Ports}
-}
-
-// ownedOnlyBy reports whether every owner label on p's resources is exactly owner.
-func (p Project) ownedOnlyBy(owner string) bool {
-	return len(p.owners) == 1 && p.owners[owner]
+// ownedOnlyBy reports whether every owner label on l's resources is exactly owner.
+func (l listed) ownedOnlyBy(owner string) bool {
+	return len(l.owners) == 1 && l.owners[owner]
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/internal/testutil"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 func TestListStatuses(t *testing.T) {
@@ -32,21 +33,21 @@ func TestListStatuses(t *testing.T) {
 
 	for _, tc := range []struct {
 		project string
-		status  tracking.Status
+		status  backend.OwnerStatus
 		owner   string
 		ctrs    int
 		vols    int
 	}{
-		{live, tracking.StatusAlive, labels.SelfOwner(), 1, 0},
-		{stale, tracking.StatusStale, dead.label, 1, 1},
-		{detached, tracking.StatusDetached, labels.OwnerDetached, 0, 0}, // the marker is not a volume of the project
-		{remote, tracking.StatusUnknown, "elsewhere.example:42:42", 0, 0},
+		{live, backend.StatusAlive, labels.SelfOwner(), 1, 0},
+		{stale, backend.StatusStale, dead.label, 1, 1},
+		{detached, backend.StatusDetached, labels.OwnerDetached, 0, 0}, // the marker is not a volume of the project
+		{remote, backend.StatusUnknown, "elsewhere.example:42:42", 0, 0},
 	} {
 		p, ok := find(t, c, tc.project)
 		switch {
 		case !ok:
 			t.Errorf("%s not listed", tc.project)
-		case p.Status != tc.status || p.Stale != (tc.status == tracking.StatusStale) || p.Owner != tc.owner:
+		case p.Status != tc.status || p.Stale != (tc.status == backend.StatusStale) || p.Owner != tc.owner:
 			t.Errorf("%s: status %s, stale %t, owner %q; want %s, owner %q", tc.project, p.Status, p.Stale, p.Owner, tc.status, tc.owner)
 		case p.Task != task || p.Containers != tc.ctrs || p.Networks != 1 || p.Volumes != tc.vols:
 			t.Errorf("%s: %+v; want task %s, %d containers, 1 network, %d volumes", tc.project, p, task, tc.ctrs, tc.vols)
@@ -73,7 +74,7 @@ func TestNetworkOnlyProjectIsListedAndRemoved(t *testing.T) {
 	if !ok || p.Containers != 0 || p.Networks != 1 {
 		t.Fatalf("listed %t, %+v; want 0 containers and 1 network", ok, p)
 	}
-	res, err := tracking.Sweep(t.Context(), c, tracking.Selector{Names: []string{project}}, cleanup.RemoveOptions{})
+	res, err := tracking.Sweep(t.Context(), c, backend.Selector{Names: []string{project}}, cleanup.RemoveOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestRemoveSelections(t *testing.T) {
 	dead.kill()
 
 	// Dry run: a plan removes nothing.
-	plan, err := tracking.Plan(t.Context(), c, tracking.Selector{Stale: true, Task: task})
+	plan, err := tracking.Plan(t.Context(), c, backend.Selector{Stale: true, Task: task})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func TestRemoveSelections(t *testing.T) {
 		t.Fatalf("planning removed something: %d resources left of 4", n)
 	}
 
-	res, err := tracking.Sweep(t.Context(), c, tracking.Selector{Stale: true, Task: task}, cleanup.RemoveOptions{})
+	res, err := tracking.Sweep(t.Context(), c, backend.Selector{Stale: true, Task: task}, cleanup.RemoveOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestRemoveSelections(t *testing.T) {
 		}
 	}
 	// Twice is a no-op.
-	res, err = tracking.Sweep(t.Context(), c, tracking.Selector{Stale: true, Task: task}, cleanup.RemoveOptions{})
+	res, err = tracking.Sweep(t.Context(), c, backend.Selector{Stale: true, Task: task}, cleanup.RemoveOptions{})
 	if err != nil || len(res) != 0 {
 		t.Errorf("second stale cleanup: %+v, %v", res, err)
 	}
@@ -133,25 +134,25 @@ func TestRemoveSelections(t *testing.T) {
 	if err != nil || len(ctrs) != 1 {
 		t.Fatalf("containers of %s: %v, %v", detached, ctrs, err)
 	}
-	res, err = tracking.Sweep(t.Context(), c, tracking.Selector{Names: []string{ctrs[0].Names[0][1:]}}, cleanup.RemoveOptions{})
-	if err != nil || len(res) != 1 || res[0].Name != detached || res[0].Status != tracking.StatusDetached {
+	res, err = tracking.Sweep(t.Context(), c, backend.Selector{Names: []string{ctrs[0].Names[0][1:]}}, cleanup.RemoveOptions{})
+	if err != nil || len(res) != 1 || res[0].Name != detached || res[0].Status != backend.StatusDetached {
 		t.Fatalf("cleanup by container name: %+v, %v", res, err)
 	}
 	if n := testutil.Resources(t, c, projectLabel(detached)); n != 0 {
 		t.Errorf("%d resources of %s left (the detach marker?)", n, detached)
 	}
 	// Gone names are a no-op; a container that is not composebox's is an error.
-	res, err = tracking.Sweep(t.Context(), c, tracking.Selector{Names: []string{ctrs[0].Names[0][1:], detached, "cbxt-no-such-project"}}, cleanup.RemoveOptions{})
+	res, err = tracking.Sweep(t.Context(), c, backend.Selector{Names: []string{ctrs[0].Names[0][1:], detached, "cbxt-no-such-project"}}, cleanup.RemoveOptions{})
 	if err != nil || len(res) != 0 {
 		t.Errorf("cleanup of gone names: %+v, %v", res, err)
 	}
 	plain := startPlainContainer(t)
-	if _, err := tracking.Plan(t.Context(), c, tracking.Selector{Names: []string{plain}}); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := tracking.Plan(t.Context(), c, backend.Selector{Names: []string{plain}}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("plan of a container that is not composebox's: %v, want ErrNotFound", err)
 	}
 
 	// All of a task takes the live one too, not the other task's.
-	res, err = tracking.Sweep(t.Context(), c, tracking.Selector{All: true, Task: task}, cleanup.RemoveOptions{})
+	res, err = tracking.Sweep(t.Context(), c, backend.Selector{All: true, Task: task}, cleanup.RemoveOptions{})
 	if err != nil || len(res) != 1 || res[0].Name != live {
 		t.Fatalf("cleanup all of task: %+v, %v", res, err)
 	}
@@ -178,7 +179,7 @@ func TestRemoveManyInParallel(t *testing.T) {
 	const n = 20
 	want := fakeProjects(t, c, n, fakeSpec{Task: task, Owner: labels.SelfOwner(), Containers: 2})
 	start := time.Now()
-	res, err := tracking.Sweep(t.Context(), c, tracking.Selector{All: true, Task: task}, cleanup.RemoveOptions{})
+	res, err := tracking.Sweep(t.Context(), c, backend.Selector{All: true, Task: task}, cleanup.RemoveOptions{})
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +206,7 @@ func TestRemoveAfterCancelStillFinishes(t *testing.T) {
 	c := testutil.Docker(t)
 	task := unique("cancel")
 	project := fakeProject(t, c, fakeSpec{Task: task, Owner: labels.SelfOwner(), Containers: 1})
-	plan, err := tracking.Plan(t.Context(), c, tracking.Selector{All: true, Task: task})
+	plan, err := tracking.Plan(t.Context(), c, backend.Selector{All: true, Task: task})
 	if err != nil || len(plan) != 1 {
 		t.Fatalf("plan %v, %v", names(plan), err)
 	}

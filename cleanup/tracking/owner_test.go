@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 func TestOwnerStatus(t *testing.T) {
@@ -26,7 +27,7 @@ func TestOwnerStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	zlabel := fmt.Sprintf("%s:%d:%d", host, zombie.Process.Pid, zstart)
-	if s := OwnerStatus(zlabel); s != StatusAlive {
+	if s := OwnerStatus(zlabel); s != backend.StatusAlive {
 		t.Fatalf("running child: %s, want alive", s)
 	}
 	// Killed but not yet waited for: a zombie still has its /proc entry and start time.
@@ -37,23 +38,23 @@ func TestOwnerStatus(t *testing.T) {
 
 	for _, tc := range []struct {
 		name, owner string
-		want        Status
+		want        backend.OwnerStatus
 	}{
-		{"self", labels.SelfOwner(), StatusAlive},
-		{"detached", labels.OwnerDetached, StatusDetached},
-		{"another host", "elsewhere.example:1:1", StatusUnknown},
-		{"malformed", "not-an-owner", StatusUnknown},
-		{"empty", "", StatusUnknown},
-		{"pid reused by another process", fmt.Sprintf("%s:%d:%d", host, self.PID, self.Start+1), StatusStale},
-		{"no such pid", fmt.Sprintf("%s:%d:1", host, 1<<22+12345), StatusStale},
-		{"zombie", zlabel, StatusStale},
+		{"self", labels.SelfOwner(), backend.StatusAlive},
+		{"detached", labels.OwnerDetached, backend.StatusDetached},
+		{"another host", "elsewhere.example:1:1", backend.StatusUnknown},
+		{"malformed", "not-an-owner", backend.StatusUnknown},
+		{"empty", "", backend.StatusUnknown},
+		{"pid reused by another process", fmt.Sprintf("%s:%d:%d", host, self.PID, self.Start+1), backend.StatusStale},
+		{"no such pid", fmt.Sprintf("%s:%d:1", host, 1<<22+12345), backend.StatusStale},
+		{"zombie", zlabel, backend.StatusStale},
 	} {
 		if got := OwnerStatus(tc.owner); got != tc.want {
 			t.Errorf("%s: OwnerStatus(%q) = %s, want %s", tc.name, tc.owner, got, tc.want)
 		}
 	}
 	_ = zombie.Wait()
-	if got := OwnerStatus(zlabel); got != StatusStale {
+	if got := OwnerStatus(zlabel); got != backend.StatusStale {
 		t.Errorf("reaped child: %s, want stale", got)
 	}
 }

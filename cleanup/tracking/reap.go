@@ -14,6 +14,7 @@ import (
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/engine"
 	"github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // ReapOptions tunes Reap. The zero value is the default.
@@ -39,7 +40,7 @@ type ReapOptions struct {
 // project whose owner label is exactly owner, except those handed over as detached, and
 // returns what it removed. It never touches a project of a live owner or of another owner. It
 // returns an error at once when owner cannot be watched from this host.
-func Reap(ctx context.Context, owner string, opts ReapOptions) ([]Result, error) {
+func Reap(ctx context.Context, owner string, opts ReapOptions) ([]backend.SweepResult, error) {
 	if opts.Interval <= 0 {
 		opts.Interval = 250 * time.Millisecond
 	}
@@ -58,14 +59,14 @@ func Reap(ctx context.Context, owner string, opts ReapOptions) ([]Result, error)
 		return reapOn(ctx, nil, opts.Client, owner, opts)
 	}
 	// Every engine at once: one that does not answer does not hold the others' sweeps back.
-	results := make([][]Result, len(opts.Engines))
+	results := make([][]backend.SweepResult, len(opts.Engines))
 	errs := make([]error, len(opts.Engines))
 	var wg sync.WaitGroup
 	for i, ep := range opts.Engines {
 		wg.Go(func() { results[i], errs[i] = reapOn(ctx, &ep, nil, owner, opts) })
 	}
 	wg.Wait()
-	var all []Result
+	var all []backend.SweepResult
 	for _, r := range results {
 		all = append(all, r...)
 	}
@@ -74,7 +75,7 @@ func Reap(ctx context.Context, owner string, opts ReapOptions) ([]Result, error)
 
 // reapOn sweeps one engine for owner's projects: c, else a client of ep, else one connected
 // from the environment.
-func reapOn(ctx context.Context, ep *engine.Endpoint, c client.APIClient, owner string, opts ReapOptions) ([]Result, error) {
+func reapOn(ctx context.Context, ep *engine.Endpoint, c client.APIClient, owner string, opts ReapOptions) ([]backend.SweepResult, error) {
 	if c == nil {
 		var err error
 		c, err = connect(ctx, ep)
@@ -86,7 +87,7 @@ func reapOn(ctx context.Context, ep *engine.Endpoint, c client.APIClient, owner 
 	// Sweep until a pass finds nothing: a create request that was in flight when the owner died
 	// can land after the first pass. A failed pass is retried until the deadline.
 	var (
-		all     []Result
+		all     []backend.SweepResult
 		lastErr error
 	)
 	for pass := 0; ; pass++ {
@@ -120,12 +121,12 @@ func reapOn(ctx context.Context, ep *engine.Endpoint, c client.APIClient, owner 
 // WaitOwner blocks until the owner process is no longer alive, polling every interval. An
 // owner that cannot be checked from this host (another host, a malformed label) is an error.
 func WaitOwner(ctx context.Context, owner string, interval time.Duration) error {
-	if s := OwnerStatus(owner); s == StatusUnknown || s == StatusDetached {
+	if s := OwnerStatus(owner); s == backend.StatusUnknown || s == backend.StatusDetached {
 		return errdefs.New(errdefs.ErrInvalidConfig, fmt.Sprintf("watch owner %s: not a process of this host", owner))
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	for OwnerStatus(owner) == StatusAlive {
+	for OwnerStatus(owner) == backend.StatusAlive {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("watch owner %s: %w", owner, ctx.Err())
@@ -137,8 +138,8 @@ func WaitOwner(ctx context.Context, owner string, interval time.Duration) error 
 
 // SweepOwner removes, once, every project all of whose resources carry exactly owner's label,
 // except those handed over as detached. It refuses an owner that is still alive.
-func SweepOwner(ctx context.Context, c client.APIClient, owner string, opts cleanup.RemoveOptions) ([]Result, error) {
-	if s := OwnerStatus(owner); s != StatusStale {
+func SweepOwner(ctx context.Context, c client.APIClient, owner string, opts cleanup.RemoveOptions) ([]backend.SweepResult, error) {
+	if s := OwnerStatus(owner); s != backend.StatusStale {
 		return nil, errdefs.New(errdefs.ErrConflict, fmt.Sprintf("sweep owner %s: owner is %s, not stale", owner, s))
 	}
 	found, err := list(ctx, c, filters.NewArgs(filters.Arg("label", labels.ManagedFilter), filters.Arg("label", labels.LabelOwner+"="+owner)))
@@ -150,24 +151,24 @@ func SweepOwner(ctx context.Context, c client.APIClient, owner string, opts clea
 	}
 	// The owner filter hides the detach markers and any other owner's resources: look at the
 	// whole of each candidate.
-	everything, err := List(ctx, c)
+	everything, err := listAll(ctx, c)
 	if err != nil {
 		return nil, fmt.Errorf("sweep owner %s: %w", owner, err)
 	}
-	whole := map[string]Project{}
-	for _, p := range everything {
-		whole[p.Name] = p
+	whole := map[string]listed{}
+	for _, l := range everything {
+		whole[l.Name] = l
 	}
-	var doomed []Project
-	for _, p := range found {
-		w, ok := whole[p.Name]
+	var doomed []backend.Project
+	for _, l := range found {
+		w, ok := whole[l.Name]
 		if !ok {
-			w = p // gone between the two listings: removing it again is harmless
+			w = l // gone between the two listings: removing it again is harmless
 		}
-		if w.Status == StatusDetached || !w.ownedOnlyBy(owner) {
+		if w.Status == backend.StatusDetached || !w.ownedOnlyBy(owner) {
 			continue
 		}
-		doomed = append(doomed, w)
+		doomed = append(doomed, w.Project)
 	}
 	return RemovePlanned(ctx, c, doomed, opts)
 }

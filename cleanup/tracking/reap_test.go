@@ -14,6 +14,7 @@ import (
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/internal/testutil"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 func TestReapRemovesOnlyTheDeadOwnersProjects(t *testing.T) {
@@ -37,7 +38,7 @@ func TestReapRemovesOnlyTheDeadOwnersProjects(t *testing.T) {
 		t.Fatalf("sweep of a live owner: %v, want ErrConflict", err)
 	}
 	type outcome struct {
-		res []tracking.Result
+		res []backend.SweepResult
 		err error
 	}
 	done := make(chan outcome, 1)

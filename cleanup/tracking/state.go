@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // StateDirEnv overrides the default state directory.
@@ -103,14 +105,14 @@ func (c *Cache) Prune(exists func(project string) bool) error {
 	samples, err := c.Samples()
 	errs = append(errs, err)
 	for _, r := range samples {
-		if !exists(r.Project) && OwnerStatus(r.Owner) != StatusAlive {
+		if !exists(r.Project) && OwnerStatus(r.Owner) != backend.StatusAlive {
 			errs = append(errs, c.DeleteSample(r.Project))
 		}
 	}
 	tasks, err := c.Tasks()
 	errs = append(errs, err)
 	for _, r := range tasks {
-		if OwnerStatus(r.Owner) == StatusStale {
+		if OwnerStatus(r.Owner) == backend.StatusStale {
 			errs = append(errs, c.DeleteTask(r.Task, r.Owner))
 		}
 	}

@@ -9,22 +9,15 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/composebox/composebox/cleanup"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
-// Result is the outcome of removing one listed project.
-type Result struct {
-	Project
-	Removed cleanup.Removed `json:"removed"`
-	// Err is why the project could not be removed completely (nil when it was).
-	Err error `json:"-"`
-}
-
 // Sweep removes every project sel selects (see Plan), in parallel with a bound, and returns one
-// Result per project. Each removal runs on a context detached from ctx with its own deadline:
+// result per project. Each removal runs on a context detached from ctx with its own deadline:
 // once ctx is done no further project is started, but those started are finished. Failures are
 // collected into one error; what was already gone counts as removed, so a second Sweep of the
 // same selection is a no-op.
-func Sweep(ctx context.Context, c client.APIClient, sel Selector, opts cleanup.RemoveOptions) ([]Result, error) {
+func Sweep(ctx context.Context, c client.APIClient, sel backend.Selector, opts cleanup.RemoveOptions) ([]backend.SweepResult, error) {
 	projects, err := Plan(ctx, c, sel)
 	if err != nil {
 		return nil, fmt.Errorf("cleanup: %w", err)
@@ -34,15 +27,15 @@ func Sweep(ctx context.Context, c client.APIClient, sel Selector, opts cleanup.R
 
 // RemovePlanned removes listed projects (from Plan or List) as Sweep does, then the host
 // firewall's rules of networks that no longer exist.
-func RemovePlanned(ctx context.Context, c client.APIClient, projects []Project, opts cleanup.RemoveOptions) ([]Result, error) {
+func RemovePlanned(ctx context.Context, c client.APIClient, projects []backend.Project, opts cleanup.RemoveOptions) ([]backend.SweepResult, error) {
 	names := make([]string, len(projects))
 	for i, p := range projects {
 		names[i] = p.Name
 	}
 	removed, err := cleanup.RemoveProjects(ctx, c, names, opts)
-	results := make([]Result, len(removed))
+	results := make([]backend.SweepResult, len(removed))
 	for i, r := range removed {
-		results[i] = Result{Project: projects[i], Removed: r.Removed, Err: r.Err}
+		results[i] = backend.SweepResult{Project: projects[i], Removed: r.Removed, Err: r.Err}
 	}
 	// The host firewall's rules of networks gone without their teardown finishing go too.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)

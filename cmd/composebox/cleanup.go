@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/orchestrator"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
@@ -76,13 +75,13 @@ container still uses is kept: add --stale to remove those projects first.
 
 // selector is the project selection the flags ask for; the zero Selector when only --images
 // (with or without --task) is given.
-func (o cleanupOptions) selector() (tracking.Selector, error) {
-	sel := tracking.Selector{Names: o.Names, All: o.All, Stale: o.Stale, Task: o.Task, OlderThan: o.OlderThan}
+func (o cleanupOptions) selector() (backend.Selector, error) {
+	sel := backend.Selector{Names: o.Names, All: o.All, Stale: o.Stale, Task: o.Task, OlderThan: o.OlderThan}
 	if o.Images && len(o.Names) == 0 && !o.All && !o.Stale {
 		if o.OlderThan != 0 {
 			return sel, errors.New("cleanup: --older-than narrows --all or --stale, not --images")
 		}
-		return tracking.Selector{}, nil
+		return backend.Selector{}, nil
 	}
 	if sel.IsZero() {
 		return sel, errors.New("cleanup: nothing selected: name projects or containers, or give --all, --stale or --images")

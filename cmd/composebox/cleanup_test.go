@@ -19,6 +19,7 @@ import (
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/orchestrator"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // The issue's "done when": a sample whose owner is killed with SIGKILL shows as stale in `ls`,
@@ -30,16 +31,19 @@ func TestKilledOwnersSampleIsStaleAndCleanedUp(t *testing.T) {
 	for i := range 20 {
 		owner := startOwner(t, "own", task)
 		got := lsJSON(t, task)
-		if p, ok := got[owner.project]; !ok || p.Status != tracking.StatusAlive || p.Stale || p.Owner != owner.owner {
-			t.Fatalf("run %d: ls before the kill: %+v, want %s alive, owned by %s", i, got, owner.project, owner.owner)
+		// The listing comes from package tracking, which cannot know the engine: the backend
+		// names it.
+		if p, ok := got[owner.project]; !ok || p.Status != backend.StatusAlive || p.Stale || p.Owner != owner.owner || p.Engine != backend.DefaultEngine {
+			t.Fatalf("run %d: ls before the kill: %+v, want %s alive on engine %s, owned by %s", i, got, owner.project, backend.DefaultEngine, owner.owner)
 		}
 		owner.kill()
 		got = lsJSON(t, task)
-		if p, ok := got[owner.project]; !ok || p.Status != tracking.StatusStale || !p.Stale || p.Containers != 1 {
+		if p, ok := got[owner.project]; !ok || p.Status != backend.StatusStale || !p.Stale || p.Containers != 1 {
 			t.Fatalf("run %d: ls after kill -9: %+v, want %s stale with its container", i, got, owner.project)
 		}
 		res := cleanupJSON(t, "--stale", "--task", task)
-		if names := removedNames(res); !slices.Equal(names, []string{owner.project}) || res.Projects[0].Removed == nil || res.Projects[0].Removed.Containers != 1 {
+		if names := removedNames(res); !slices.Equal(names, []string{owner.project}) || res.Projects[0].Removed == nil || res.Projects[0].Removed.Containers != 1 ||
+			res.Projects[0].Engine != backend.DefaultEngine {
 			t.Fatalf("run %d: cleanup --stale removed %v (%+v), want %s", i, names, res.Projects, owner.project)
 		}
 		if n := testutil.Resources(t, c, taskLabel(task)); n != 0 {
@@ -91,7 +95,7 @@ func TestLiveOwnersProjectsAreNeverRemoved(t *testing.T) {
 		t.Fatal("a's watchdog still running")
 	}
 	got := lsJSON(t, task)
-	if p, ok := got[b.project]; !ok || p.Status != tracking.StatusAlive || p.Containers != 1 {
+	if p, ok := got[b.project]; !ok || p.Status != backend.StatusAlive || p.Containers != 1 {
 		t.Fatalf("b's project after a's death: %+v", got)
 	}
 	if res := cleanupJSON(t, "--stale", "--task", task); len(res.Projects) != 0 {
@@ -123,7 +127,7 @@ func TestDetachedSampleSurvivesStaleCleanupAndReaper(t *testing.T) {
 		t.Fatal("the watchdog did not exit after its owner")
 	}
 	got := lsJSON(t, task)
-	if p, ok := got[up.project]; !ok || p.Status != tracking.StatusDetached || p.Stale || p.Owner != labels.OwnerDetached || p.Containers != 1 {
+	if p, ok := got[up.project]; !ok || p.Status != backend.StatusDetached || p.Stale || p.Owner != labels.OwnerDetached || p.Containers != 1 {
 		t.Fatalf("ls: %+v, want %s detached", got, up.project)
 	}
 	// Scoped to the task: a global sweep would also meet other runs' stale projects on a shared
@@ -160,7 +164,7 @@ func TestKilledRunBinaryIsStale(t *testing.T) {
 	var project string
 	if !poll(30*time.Second, func() bool {
 		for name, p := range lsJSON(t, task) {
-			if p.Status == tracking.StatusAlive && p.Containers == 1 {
+			if p.Status == backend.StatusAlive && p.Containers == 1 {
 				project = name
 				return true
 			}

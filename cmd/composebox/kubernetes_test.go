@@ -10,9 +10,9 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 
 	"github.com/composebox/composebox/cleanup/labels"
-	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/k8stest"
 	"github.com/composebox/composebox/internal/testutil"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // onCluster is the CLI pointed at the local cluster as the documented service account.
@@ -79,12 +79,12 @@ func TestKubernetesKilledOwnersSampleIsStaleAndCleanedUp(t *testing.T) {
 	for i := range 3 {
 		owner := startOwner(t, "own", task, helperKubeconfigEnv+"="+c.kubeconfig, helperRegistryEnv+"="+c.registry)
 		got := lsJSON(t, task, c.flags...)
-		if p, ok := got[owner.project]; !ok || p.Status != tracking.StatusAlive || p.Owner != owner.owner || p.Containers != 1 || p.Running != 1 || p.Health != "ok" {
+		if p, ok := got[owner.project]; !ok || p.Status != backend.StatusAlive || p.Owner != owner.owner || p.Containers != 1 || p.Running != 1 || p.Health != "ok" {
 			t.Fatalf("run %d: ls before the kill: %+v, want %s alive with one running pod", i, got, owner.project)
 		}
 		owner.kill()
 		got = lsJSON(t, task, c.flags...)
-		if p, ok := got[owner.project]; !ok || p.Status != tracking.StatusStale || !p.Stale || p.Containers != 1 {
+		if p, ok := got[owner.project]; !ok || p.Status != backend.StatusStale || !p.Stale || p.Containers != 1 {
 			t.Fatalf("run %d: ls after kill -9: %+v, want %s stale", i, got, owner.project)
 		}
 		res := cleanupJSON(t, append([]string{"--stale", "--task", task}, c.flags...)...)
@@ -114,7 +114,7 @@ func TestKubernetesUpExecDown(t *testing.T) {
 		t.Fatalf("exec across services: %q", out)
 	}
 	got := lsJSON(t, "multi-service", c.flags...)
-	if p, ok := got[project]; !ok || p.Status != tracking.StatusDetached || p.Containers != 3 || p.Running != 3 {
+	if p, ok := got[project]; !ok || p.Status != backend.StatusDetached || p.Containers != 3 || p.Running != 3 {
 		t.Fatalf("ls: %+v, want %s detached with 3 running pods", got, project)
 	}
 	c.cli(t, "down", project)

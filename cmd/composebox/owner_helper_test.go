@@ -26,6 +26,7 @@ import (
 	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/kubernetes"
 	"github.com/composebox/composebox/orchestrator"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // The kill -9 tests need a process that owns a sample and can be killed: this test binary,
@@ -199,7 +200,7 @@ func uniqueTask(name string) string {
 // removeTaskProjects removes, at the end of the test, every project of task whoever owns it.
 func removeTaskProjects(t *testing.T, c client.APIClient, task string) {
 	t.Cleanup(func() {
-		if _, err := tracking.Sweep(context.Background(), c, tracking.Selector{All: true, Task: task}, cleanup.RemoveOptions{}); err != nil {
+		if _, err := tracking.Sweep(context.Background(), c, backend.Selector{All: true, Task: task}, cleanup.RemoveOptions{}); err != nil {
 			t.Errorf("remove projects of %s: %v", task, err)
 		}
 	})

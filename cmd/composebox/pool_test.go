@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/composebox/composebox/cleanup/labels"
-	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/orchestrator"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // The pool tests need a process that keeps a warm pool and can be killed: this test binary,
@@ -100,7 +100,7 @@ func TestKilledPoolOwnersWarmSamplesAreStaleAndCleanedUp(t *testing.T) {
 		t.Fatalf("ls of a full pool of 2: %+v", got)
 	}
 	for _, name := range warm {
-		if got[name].Status != tracking.StatusAlive {
+		if got[name].Status != backend.StatusAlive {
 			t.Fatalf("warm %s is %s, want alive", name, got[name].Status)
 		}
 	}
@@ -148,7 +148,7 @@ func TestUpTakesFromAnotherProcesssPool(t *testing.T) {
 		t.Fatalf("up started %s, not one of the other process's warm samples %v", res.Project, warm)
 	}
 	p := lsJSON(t, task)[res.Project]
-	if p.Status != tracking.StatusDetached || p.Pool != labels.PoolClaimed {
+	if p.Status != backend.StatusDetached || p.Pool != labels.PoolClaimed {
 		t.Fatalf("the taken sample: %+v, want detached and claimed", p)
 	}
 	// `up --cold` starts its own.

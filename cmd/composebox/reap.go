@@ -10,7 +10,6 @@ import (
 
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/cleanup/tracking"
-	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 type reapOptions struct {
@@ -58,8 +57,8 @@ func runReap(ctx context.Context, g *globals, opts reapOptions) error {
 	results, err := tracking.Reap(ctx, opts.Owner, ropts)
 	out := make([]cleanupProjectResult, 0, len(results))
 	for _, r := range results {
-		rm := backend.Removed{Containers: r.Removed.Containers, Networks: r.Removed.Networks, Volumes: r.Removed.Volumes, Images: r.Removed.Images}
-		pr := cleanupProjectResult{Project: r.Project.Backend(), Removed: &rm}
+		rm := r.Removed
+		pr := cleanupProjectResult{Project: r.Project, Removed: &rm}
 		if r.Err != nil {
 			pr.Error = r.Err.Error()
 		}

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/orchestrator"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 func suite(name string) string {
@@ -180,10 +180,10 @@ func TestUpSuiteSamplesReportPortsAndDownRemovesTheirDirectory(t *testing.T) {
 	code, out, _ := runCLI(t, "ls", "--json")
 	var list lsResult
 	_ = json.Unmarshal([]byte(out), &list)
-	want := tracking.PublishedPort{Service: "victim", ContainerPort: 1337, Protocol: "tcp", HostIP: "127.0.0.1", HostPort: victim.Ports[0].HostPort}
+	want := backend.PublishedPort{Service: "victim", ContainerPort: 1337, Protocol: "tcp", HostIP: "127.0.0.1", HostPort: victim.Ports[0].HostPort}
 	found := false
 	for _, p := range list.Projects {
-		found = found || (p.Name == up.Project && slices.Equal(p.Ports, []tracking.PublishedPort{want}))
+		found = found || (p.Name == up.Project && slices.Equal(p.Ports, []backend.PublishedPort{want}))
 	}
 	if code != 0 || !found {
 		t.Errorf("ls --json (exit %d) does not show %s publishing %v:\n%s", code, up.Project, want, out)

@@ -26,33 +26,31 @@ func (b *Backend) OwnedProjects(ctx context.Context, task, owner string) ([]stri
 	return tracking.ProjectsOf(ctx, b.engine.Client(), task, owner)
 }
 
-// ListProjects is tracking.List.
+// ListProjects is tracking.List, each project named after this engine.
 func (b *Backend) ListProjects(ctx context.Context) ([]backend.Project, error) {
 	list, err := tracking.List(ctx, b.raw)
-	out := make([]backend.Project, len(list))
-	for i, p := range list {
-		out[i] = b.project(p)
+	for i := range list {
+		list[i].Engine = b.name
 	}
-	return out, err
+	return list, err
 }
 
 // Sweep is tracking.Sweep on the retrying client; with DryRun, tracking.Plan.
 func (b *Backend) Sweep(ctx context.Context, sel backend.Selector, opts backend.RemoveOptions) ([]backend.SweepResult, error) {
-	tsel := tracking.Selector{Names: sel.Names, All: sel.All, Stale: sel.Stale, Task: sel.Task, OlderThan: sel.OlderThan}
 	if opts.DryRun {
-		planned, err := tracking.Plan(ctx, b.raw, tsel)
+		planned, err := tracking.Plan(ctx, b.raw, sel)
 		out := make([]backend.SweepResult, len(planned))
 		for i, p := range planned {
-			out[i] = backend.SweepResult{Project: b.project(p)}
+			out[i] = backend.SweepResult{Project: p}
+			out[i].Engine = b.name
 		}
 		return out, err
 	}
-	res, err := tracking.Sweep(ctx, b.engine.Client(), tsel, cleanup.RemoveOptions{Grace: opts.Grace})
-	out := make([]backend.SweepResult, len(res))
-	for i, r := range res {
-		out[i] = backend.SweepResult{Project: b.project(r.Project), Removed: removed(r.Removed), Err: r.Err}
+	res, err := tracking.Sweep(ctx, b.engine.Client(), sel, cleanup.RemoveOptions{Grace: opts.Grace})
+	for i := range res {
+		res[i].Engine = b.name
 	}
-	return out, err
+	return res, err
 }
 
 // ListImages lists the images whose labels match sel.
@@ -71,11 +69,4 @@ func (b *Backend) ListImages(ctx context.Context, sel []string) ([]backend.Image
 // PruneImages is cleanup.PruneImages on the retrying client.
 func (b *Backend) PruneImages(ctx context.Context, opts backend.PruneImagesOptions) (backend.ImageReport, error) {
 	return cleanup.PruneImages(ctx, b.engine.Client(), cleanup.ImageOptions{Task: opts.Task, Keep: opts.Keep, DryRun: opts.DryRun})
-}
-
-// project is p as the boundary has it, named after this engine.
-func (b *Backend) project(p tracking.Project) backend.Project {
-	bp := p.Backend()
-	bp.Engine = b.name
-	return bp
 }

@@ -5,7 +5,6 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 
-	"github.com/composebox/composebox/cleanup"
 	"github.com/composebox/composebox/lifecycle"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
@@ -27,8 +26,7 @@ func (b *Backend) Wait(ctx context.Context, p *types.Project, opts backend.WaitO
 
 // Down removes the project by labels alone (cleanup.RemoveProject): the one teardown.
 func (b *Backend) Down(ctx context.Context, project string, opts backend.DownOptions) (backend.Removed, error) {
-	r, err := b.engine.Down(ctx, project, lifecycle.DownOptions{Grace: opts.Grace})
-	return removed(r), err
+	return b.engine.Down(ctx, project, lifecycle.DownOptions{Grace: opts.Grace})
 }
 
 func waitOptions(o backend.WaitOptions) lifecycle.WaitOptions {
@@ -43,8 +41,4 @@ func serviceState(st lifecycle.ServiceState) backend.ServiceState {
 	return backend.ServiceState{Service: st.Service, ContainerID: st.ContainerID, Container: st.Container, State: st.State,
 		Health: st.Health, ExitCode: st.ExitCode, OOMKilled: st.OOMKilled, Ready: st.Ready, Logs: st.Logs,
 		WorkingDir: st.WorkingDir, User: st.User}
-}
-
-func removed(r cleanup.Removed) backend.Removed {
-	return backend.Removed{Containers: r.Containers, Networks: r.Networks, Volumes: r.Volumes, Images: r.Images}
 }

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/composebox/composebox/internal/errdefs"
 )
 
 // Backend runs samples: one engine, or anything that can stand for one. Its methods are safe
@@ -311,31 +313,37 @@ type Project struct {
 	// Engine names the engine the project lives on ("default" for the one engine of a
 	// single-engine backend, "" when the backend does not say).
 	Engine string `json:"engine,omitempty"`
-	// Owner is the owner label, host:pid:start-time, or "detached" for a project handed over.
+	// Owner is the owner label, host:pid:start-time, or "detached" for a project handed over
+	// (by `composebox up`, say).
 	Owner string `json:"owner"`
 	// Status says whether the owner is alive: alive, stale, detached or unknown (an owner on
 	// another host); Stale is Status == "stale".
 	Status OwnerStatus `json:"status"`
 	Stale  bool        `json:"stale"`
-	// Created is the earliest creation time of the project's resources.
+	// Created is the earliest dev.composebox.created label of the project's resources (or
+	// their creation time when unlabelled).
 	Created time.Time `json:"created"`
-	// Containers, Networks and Volumes count the project's resources (markers are not
-	// volumes of the project).
+	// Containers, Networks and Volumes count the project's resources. composebox's own marker
+	// volumes (detached, warm, claimed) are not the project's volumes and are not counted.
 	Containers int `json:"containers"`
 	Networks   int `json:"networks"`
 	Volumes    int `json:"volumes"`
 	// Running counts the containers that run.
 	Running int `json:"running"`
-	// Health is "ok" when every container runs (or exited 0) and none is unhealthy or still
-	// starting, else the services that are not, as "db:exited(137),web:unhealthy".
+	// Health sums the containers up: "ok" when every one runs and none is unhealthy or still
+	// starting its healthcheck (or exited 0, a finished one-shot), else the services that are
+	// not, as "db:exited(137),web:unhealthy"; "" for a project with no container.
 	Health string `json:"health,omitempty"`
 	// Config is the project's compose files when its containers name them.
 	Config string `json:"config,omitempty"`
 	// ContainerNames names the project's containers, sorted.
 	ContainerNames []string `json:"container_names,omitempty"`
-	// Pool is warm, claimed or pooled for a sample started for a warm pool, "" otherwise.
+	// Pool is set on a sample started for a task's warm pool: "warm" while it waits to be
+	// taken, "claimed" once a SampleInit took it (Sample is then the id that SampleInit gave),
+	// "pooled" in between (starting, or being taken); "" otherwise.
 	Pool string `json:"pool,omitempty"`
-	// Ports are the host ports the project's running containers publish, sorted.
+	// Ports are the ports the project's running containers publish on the host, as the engine
+	// bound them (an ephemeral port where the compose file fixed one), sorted.
 	Ports []PublishedPort `json:"ports,omitempty"`
 }
 
@@ -367,14 +375,61 @@ func (p PublishedPort) String() string {
 	return fmt.Sprintf("%s:%s:%d->%d/%s", p.Service, p.HostIP, p.HostPort, p.ContainerPort, p.Protocol)
 }
 
-// Selector chooses projects to sweep: All or Stale (owner dead), narrowed by Task and
-// OlderThan; or Names alone.
+// Selector chooses the projects to sweep.
+//
+// Names select projects by project name, or by the name or id of one of their containers; a
+// name that matches nothing selects nothing (it is already gone). Names cannot be combined with
+// the other fields.
+//
+// Otherwise All or Stale says which projects are candidates, and Task and OlderThan narrow
+// them: All is every project, detached and live ones included; Stale is only those whose owner
+// process is dead (never a detached one, nor one whose owner is on another host).
 type Selector struct {
 	Names     []string
 	All       bool
 	Stale     bool
 	Task      string
 	OlderThan time.Duration
+}
+
+// IsZero reports whether s selects nothing at all.
+func (s Selector) IsZero() bool {
+	return len(s.Names) == 0 && !s.All && !s.Stale && s.Task == "" && s.OlderThan == 0
+}
+
+// Validate reports a selector that is empty, or mixes names with filters, as ErrInvalidConfig.
+func (s Selector) Validate() error {
+	switch {
+	case len(s.Names) > 0 && (s.All || s.Stale || s.Task != "" || s.OlderThan != 0):
+		return errdefs.New(errdefs.ErrInvalidConfig, "select projects: names cannot be combined with all, stale, task or older-than")
+	case len(s.Names) > 0:
+		return nil
+	case s.OlderThan < 0:
+		return errdefs.New(errdefs.ErrInvalidConfig, fmt.Sprintf("select projects: negative older-than %s", s.OlderThan))
+	case !s.All && !s.Stale && (s.Task != "" || s.OlderThan != 0):
+		return errdefs.New(errdefs.ErrInvalidConfig, "select projects: task and older-than narrow all or stale: set one of them")
+	case !s.All && !s.Stale:
+		return errdefs.New(errdefs.ErrInvalidConfig, "select projects: nothing selected: give names, all or stale")
+	}
+	return nil
+}
+
+// Match reports whether p is selected by s's filters at time now. Names are not considered:
+// resolving a container's name to its project is the backend's job.
+func (s Selector) Match(p Project, now time.Time) bool {
+	if !s.All && !s.Stale {
+		return false
+	}
+	if s.Stale && !p.Stale {
+		return false
+	}
+	if s.Task != "" && p.Task != s.Task {
+		return false
+	}
+	if s.OlderThan > 0 && (p.Created.IsZero() || now.Sub(p.Created) < s.OlderThan) {
+		return false
+	}
+	return true
 }
 
 // RemoveOptions tunes a removal; the zero value is the sandbox default.
@@ -387,8 +442,9 @@ type RemoveOptions struct {
 // SweepResult is the outcome of removing one swept project.
 type SweepResult struct {
 	Project
-	Removed Removed
-	Err     error
+	Removed Removed `json:"removed"`
+	// Err is why the project could not be removed completely (nil when it was).
+	Err error `json:"-"`
 }
 
 // Markers record a sample's hand-overs where every process sees them: detached, warm in a
