@@ -173,11 +173,6 @@ type probeEvent struct {
 func (b *Backend) watchPods(ctx context.Context, ns string) (*podWatch, error) {
 	w := &podWatch{ns: ns, pods: map[string]*corev1.Pod{}, probes: map[string]map[string]probeEvent{}, passed: map[string]bool{},
 		changed: make(chan struct{}), stop: make(chan struct{})}
-	// signal wakes the waiters; the caller holds w.mu.
-	signal := func() {
-		close(w.changed)
-		w.changed = make(chan struct{})
-	}
 	setPod := func(obj any, gone bool) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
@@ -194,7 +189,7 @@ func (b *Backend) watchPods(ctx context.Context, ns string) (*podWatch, error) {
 		} else {
 			w.pods[svc] = pod
 		}
-		signal()
+		w.wake()
 	}
 	setEvent := func(obj any) {
 		ev, ok := obj.(*corev1.Event)
@@ -209,7 +204,7 @@ func (b *Backend) watchPods(ctx context.Context, ns string) (*podWatch, error) {
 			w.probes[ev.InvolvedObject.Name] = m
 		}
 		m[string(ev.UID)] = probeEvent{count: int(max(1, ev.Count)), message: ev.Message, last: ev.LastTimestamp.Time}
-		signal()
+		w.wake()
 	}
 	pods := cache.NewSharedIndexInformer(cache.NewFilteredListWatchFromClient(b.cs.CoreV1().RESTClient(), "pods", ns, func(o *metav1.ListOptions) {
 		o.LabelSelector = labels.ComposeProjectLabel + "=" + labelValue(ns)
@@ -265,6 +260,11 @@ func (w *podWatch) pass(pod string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.passed[pod] = true
+	w.wake()
+}
+
+// wake wakes the waiters; the caller holds w.mu.
+func (w *podWatch) wake() {
 	close(w.changed)
 	w.changed = make(chan struct{})
 }
