@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -119,29 +120,36 @@ func waveNeeds(p *types.Project, wave []string) map[string]string {
 // meets says whether a service's pod meets cond, and why it never will ("" while it may).
 func meets(pod *corev1.Pod, cond string, health bool) (backend.ServiceState, bool, string) {
 	st, reason := podState(pod, health)
+	ok, why := judge(st, reason, cond, pod.Status.PodIP != "")
+	return st, ok, why
+}
+
+// judge says whether a service in state st (with reason, podState's; addressed if its pod
+// has an IP) meets cond, and why it never will ("" while it may).
+func judge(st backend.ServiceState, reason, cond string, addressed bool) (bool, string) {
 	switch cond {
 	case conditionAddressed:
-		if pod.Status.PodIP != "" || st.State == "exited" {
-			return st, true, ""
+		if addressed || st.State == "exited" {
+			return true, ""
 		}
-		return st, false, reason
+		return false, reason
 	case types.ServiceConditionStarted:
 		// Started is all compose asks: a container that ran and exited already counts.
 		if st.State == backend.StateRunning || st.State == "exited" {
-			return st, true, ""
+			return true, ""
 		}
-		return st, false, reason
+		return false, reason
 	case types.ServiceConditionCompletedSuccessfully:
 		if st.State == "exited" && st.ExitCode == 0 {
-			return st, true, ""
+			return true, ""
 		}
 		if st.State == "exited" {
 			// Even where the pod would restart it: the condition failed with the first exit.
-			return st, false, fmt.Sprintf("exited with code %d", st.ExitCode)
+			return false, fmt.Sprintf("exited with code %d", st.ExitCode)
 		}
-		return st, false, reason
+		return false, reason
 	}
-	return st, st.Ready && reason == "", reason
+	return st.Ready && reason == "", reason
 }
 
 // podWatch follows a namespace's pods through an informer: a consistent view of every
@@ -152,9 +160,14 @@ type podWatch struct {
 	mu     sync.Mutex
 	pods   map[string]*corev1.Pod           // by service
 	probes map[string]map[string]probeEvent // by pod, then event
-	// passed are the pods (by UID) whose healthcheck composebox's own probe saw pass
-	// (healthProbe).
-	passed  map[string]bool
+	// seen is what composebox's own probes saw of each pod (by UID) before its status may say
+	// so (probe).
+	seen map[string]sight
+	// held are the services whose container cannot start yet: the host files they bind are on
+	// their way, or their start gate is closed. They are not probed.
+	held map[string]bool
+	// probing are the probes under way, by pod UID and whether they run the healthcheck.
+	probing map[probeKey]bool
 	changed chan struct{}
 	stop    chan struct{}
 	once    sync.Once
@@ -171,7 +184,7 @@ type probeEvent struct {
 // watchPods starts the informers on ns's composebox pods and probe failures, and waits for
 // their first lists.
 func (b *Backend) watchPods(ctx context.Context, ns string) (*podWatch, error) {
-	w := &podWatch{ns: ns, pods: map[string]*corev1.Pod{}, probes: map[string]map[string]probeEvent{}, passed: map[string]bool{},
+	w := &podWatch{ns: ns, pods: map[string]*corev1.Pod{}, probes: map[string]map[string]probeEvent{}, seen: map[string]sight{}, held: map[string]bool{}, probing: map[probeKey]bool{},
 		changed: make(chan struct{}), stop: make(chan struct{})}
 	setPod := func(obj any, gone bool) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -255,12 +268,23 @@ func (w *podWatch) probeFailures(pod string) (int, string) {
 
 func (w *podWatch) close() { w.once.Do(func() { close(w.stop) }) }
 
-// pass records that the healthcheck of the pod with UID pod passed, and wakes the waiters.
-func (w *podWatch) pass(pod string) {
+// sight is what a probe of composebox's own saw of a pod's container.
+type sight int
+
+const (
+	sightNothing sight = iota
+	sightRunning       // an exec ran in it
+	sightHealthy       // its healthcheck passed
+)
+
+// see records what a probe saw of the pod with UID pod, and wakes the waiters.
+func (w *podWatch) see(pod string, s sight) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.passed[pod] = true
-	w.wake()
+	if s > w.seen[pod] {
+		w.seen[pod] = s
+		w.wake()
+	}
 }
 
 // wake wakes the waiters; the caller holds w.mu.
@@ -269,49 +293,143 @@ func (w *podWatch) wake() {
 	w.changed = make(chan struct{})
 }
 
-// hasPassed says whether composebox's own probe saw the healthcheck of the pod with UID pod
-// pass.
-func (w *podWatch) hasPassed(pod string) bool {
+// sight is what composebox's own probes saw of the pod with UID pod.
+func (w *podWatch) sight(pod string) sight {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.passed[pod]
+	return w.seen[pod]
 }
 
-// A healthcheck is the pod's readiness probe, which the kubelet runs every interval (30 s
-// unless the file says otherwise). The kubelet can miss the run it triggers as the container
-// starts (it reads the pod's status from before the start), and a healthy service then stays
-// unready for a whole interval: one sample in six on the test cluster. So, as the Docker
-// backend does, composebox runs the healthcheck's command itself while it waits for a
-// service to be healthy: at once, then backing off from probeFirstBackoff to 2 s (or the
-// interval, if shorter); its first pass makes the service healthy. The kubelet's probe still
-// decides that a service is unhealthy, and keeps the pod's condition for the cluster.
-const probeFirstBackoff = 100 * time.Millisecond
-
-// healthProbe runs pod's healthcheck until it passes once or ctx ends.
-func (b *Backend) healthProbe(ctx context.Context, w *podWatch, pod *corev1.Pod) {
-	pr := pod.Spec.Containers[0].ReadinessProbe
-	if pr == nil || pr.Exec == nil {
+// hold marks a service's container as unable to start yet, or (held false) free to.
+func (w *podWatch) hold(svc string, held bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if held {
+		w.held[svc] = true
 		return
 	}
-	t := backend.Target{Container: pod.Namespace + "/" + pod.Name, Service: pod.Annotations[labels.ComposeServiceLabel]}
-	req := backend.ExecRequest{Cmd: pr.Exec.Command, Timeout: time.Duration(max(pr.TimeoutSeconds, 1)) * time.Second, OutputLimit: 4 << 10}
-	longest := min(time.Duration(max(pr.PeriodSeconds, 1))*time.Second, 2*time.Second)
+	delete(w.held, svc)
+	w.wake()
+}
+
+func (w *podWatch) isHeld(svc string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.held[svc]
+}
+
+type probeKey struct {
+	pod    string
+	health bool
+}
+
+// startProbe runs b.probe on pod unless one with the same health runs already: several
+// waits may need the same pod. When a probe ends, the waiters wake, and one whose wait still
+// needs it starts it again.
+func (b *Backend) startProbe(ctx context.Context, w *podWatch, pod *corev1.Pod, health bool) {
+	k := probeKey{string(pod.UID), health}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.probing[k] {
+		return
+	}
+	w.probing[k] = true
+	go func() {
+		defer func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			delete(w.probing, k)
+			w.wake()
+		}()
+		b.probe(ctx, w, pod, health)
+	}()
+}
+
+// The kubelet reports a container running only at its next look at the node's containers
+// (its relist, once a second), and again when a container it was waiting for (the start
+// gate) has exited: two seconds and more that a sample would wait on nothing. It runs a
+// healthcheck, the pod's readiness probe, every interval (30 s unless the file says
+// otherwise), and can miss the run it triggers as the container starts (it reads the pod's
+// status from before the start): a healthy service then stays unready for a whole interval,
+// one sample in six on the test cluster.
+//
+// So, as the Docker backend runs a healthcheck itself, composebox looks for itself while it
+// waits: from the moment a pod may start, it execs into its container, every
+// probeRunningEvery until one runs (the container is running then), and then, for a
+// healthcheck, backing off from probeFirstBackoff to 2 s (or the interval, if shorter) until
+// it passes once (the service is healthy then). Without a healthcheck the command is `true`;
+// an image that has none is simply left to the kubelet's report. The kubelet's probe still
+// decides that a service is unhealthy, and keeps the pod's condition for the cluster.
+const (
+	probeRunningEvery = 150 * time.Millisecond
+	probeFirstBackoff = 100 * time.Millisecond
+)
+
+// probe looks into pod's container until it sees it running (and, with health, its
+// healthcheck passing), the kubelet reports as much, or ctx ends.
+func (b *Backend) probe(ctx context.Context, w *podWatch, pod *corev1.Pod, health bool) {
+	uid, svc := string(pod.UID), pod.Annotations[labels.ComposeServiceLabel]
+	pr := pod.Spec.Containers[0].ReadinessProbe
+	health = health && pr != nil && pr.Exec != nil
+	t := backend.Target{Container: pod.Namespace + "/" + pod.Name, Service: svc}
+	var req backend.ExecRequest
+	longest := 2 * time.Second
+	if health {
+		req = backend.ExecRequest{Cmd: pr.Exec.Command, Timeout: time.Duration(max(pr.TimeoutSeconds, 1)) * time.Second, OutputLimit: 4 << 10}
+		longest = min(time.Duration(max(pr.PeriodSeconds, 1))*time.Second, longest)
+	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	for backoff := probeFirstBackoff; ; backoff = min(2*backoff, longest) {
+	backoff := probeFirstBackoff
+	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
 		}
-		// A probe under way runs to its end (the healthcheck's timeout bounds it) when the wait
-		// ends: cancelling its stream would only leave the command behind in the container.
-		if res, err := b.Exec(context.WithoutCancel(ctx), t, req); err == nil && res.ExitCode == 0 {
-			w.pass(string(pod.UID))
+		if !health && w.reported(svc) {
 			return
 		}
-		timer.Reset(backoff)
+		// A probe under way runs to its end (the healthcheck's timeout bounds it) when the wait
+		// ends: cancelling its stream would only leave the command behind in the container.
+		var ran, passed bool
+		if health {
+			res, err := b.Exec(context.WithoutCancel(ctx), t, req)
+			ran, passed = err == nil, err == nil && res.ExitCode == 0
+		} else {
+			_, err := b.execIn(context.WithoutCancel(ctx), pod.Namespace, pod.Name, pod.Spec.Containers[0].Name, []string{"true"}, nil, io.Discard, io.Discard)
+			ran = err == nil
+		}
+		switch {
+		case passed:
+			w.see(uid, sightHealthy)
+			return
+		case ran && !health:
+			w.see(uid, sightRunning)
+			return
+		case ran:
+			w.see(uid, sightRunning)
+			timer.Reset(backoff)
+			backoff = min(2*backoff, longest)
+		case w.sight(uid) >= sightRunning || w.reported(svc):
+			timer.Reset(backoff)
+			backoff = min(2*backoff, longest)
+		default:
+			timer.Reset(probeRunningEvery)
+		}
 	}
+}
+
+// reported says whether the kubelet reported svc's container running or exited already.
+func (w *podWatch) reported(svc string) bool {
+	w.mu.Lock()
+	pod := w.pods[svc]
+	w.mu.Unlock()
+	if pod == nil {
+		return false
+	}
+	st, _ := podState(pod, false)
+	return st.State != "created"
 }
 
 // view is the current pods by service, and a channel closed at the next change.
@@ -349,7 +467,10 @@ func (b *Backend) await(ctx context.Context, w *podWatch, p *types.Project, cond
 	states := map[string]backend.ServiceState{}
 	met := map[string]bool{}
 	var failed error
-	probing := map[string]bool{} // by pod UID
+	health := func(svc string) bool {
+		// Asked of a service with a healthcheck: started asks nothing of it.
+		return p.Services[svc].HealthCheck != nil && conditionRank(conds[svc]) == conditionRank(conditionReady)
+	}
 	err := w.until(wctx, func(pods map[string]*corev1.Pod) (bool, error) {
 		all := true
 		for _, svc := range services {
@@ -359,17 +480,35 @@ func (b *Backend) await(ctx context.Context, w *podWatch, p *types.Project, cond
 				all = false
 				continue
 			}
-			st, ok, why := meets(pod, conds[svc], p.Services[svc].HealthCheck != nil)
+			hc := p.Services[svc].HealthCheck != nil
+			st, reason := podState(pod, hc)
+			modes.Store(st.ContainerID, modeOf(pod.Annotations))
+			if reason == "" && st.State == "created" {
+				// Probed until it is seen running, or healthy where that is asked.
+				want := sightRunning
+				if health(svc) {
+					want = sightHealthy
+				}
+				if conds[svc] != conditionAddressed && conds[svc] != types.ServiceConditionCompletedSuccessfully &&
+					!w.isHeld(svc) && w.sight(string(pod.UID)) < want {
+					b.startProbe(wctx, w, pod, health(svc))
+				}
+				if w.sight(string(pod.UID)) >= sightRunning {
+					// Running before the kubelet says so: what its status will say next.
+					st.State, st.Ready = backend.StateRunning, !hc
+					if hc {
+						st.Health = "starting"
+					}
+				}
+			}
+			if st.State == backend.StateRunning && hc && st.Health != "healthy" && w.sight(string(pod.UID)) == sightHealthy {
+				st.Health, st.Ready = "healthy", true
+			}
+			ok, why := judge(st, reason, conds[svc], pod.Status.PodIP != "")
 			// A running service whose healthcheck has not passed yet, where healthy is asked.
-			starting := !ok && why == "" && st.State == backend.StateRunning && st.Health != "" && conditionRank(conds[svc]) == conditionRank(conditionReady)
-			if starting && w.hasPassed(string(pod.UID)) {
-				st.Health, st.Ready, ok, starting = "healthy", true, true, false
-			}
-			if starting && !probing[string(pod.UID)] {
-				probing[string(pod.UID)] = true
-				go b.healthProbe(wctx, w, pod)
-			}
+			starting := !ok && why == "" && st.State == backend.StateRunning && st.Health != "" && health(svc)
 			if starting {
+				b.startProbe(wctx, w, pod, true)
 				// Docker calls a service unhealthy after its healthcheck's retries in a row
 				// failed; a pod never ready yet has had nothing but failures.
 				if n, msg := w.probeFailures(pod.Name); n >= probeThreshold(pod) {
@@ -378,7 +517,6 @@ func (b *Backend) await(ctx context.Context, w *podWatch, p *types.Project, cond
 				}
 			}
 			states[svc] = st
-			modes.Store(st.ContainerID, modeOf(pod.Annotations))
 			if why != "" {
 				failed = b.notMet(context.WithoutCancel(ctx), p.Name, pod, st, why, start, budget)
 				return false, failed
@@ -533,6 +671,9 @@ func (b *Backend) startWaves(ctx context.Context, p *types.Project, opts backend
 func (b *Backend) createPod(ctx context.Context, w *podWatch, p *types.Project, name string, progress func(svc, status string)) (*corev1.Pod, error) {
 	svc := p.Services[name]
 	progress(name, "creating")
+	// Until startService has delivered its binds and released its gate, its container cannot
+	// run, and probing it would be wasted.
+	w.hold(name, true)
 	pod, err := b.podFor(ctx, p, svc)
 	if err != nil {
 		return nil, err
@@ -580,6 +721,7 @@ func (b *Backend) startService(ctx context.Context, w *podWatch, p *types.Projec
 	} else {
 		progress(name, "starting")
 	}
+	w.hold(name, false)
 	progress(name, "started")
 	return nil
 }

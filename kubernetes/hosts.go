@@ -99,13 +99,15 @@ func hostAliases(p *types.Project, consumer string, pods map[string]*corev1.Pod)
 	return out
 }
 
-// completeHosts appends to each running pod's /etc/hosts the entries its hostAliases lack.
+// completeHosts appends to each running pod's /etc/hosts the entries its hostAliases lack
+// (running as the kubelet reports it, or as composebox's own probe saw it).
 // A pod that cannot take them (no shell, or a container user that may not write the file)
 // is logged: its names then do not resolve, and nothing else is lost.
-func (b *Backend) completeHosts(ctx context.Context, p *types.Project, pods map[string]*corev1.Pod) {
+func (b *Backend) completeHosts(ctx context.Context, p *types.Project, w *podWatch) {
+	pods, _ := w.view()
 	for consumer, names := range hostsOnlyNames(p) {
 		pod := pods[consumer]
-		if pod == nil || !running(pod) {
+		if pod == nil || !running(pod) && w.sight(string(pod.UID)) < sightRunning {
 			continue
 		}
 		var lines []string

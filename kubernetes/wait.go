@@ -39,8 +39,21 @@ func (b *Backend) Wait(ctx context.Context, p *types.Project, opts backend.WaitO
 	if err != nil {
 		return states, err
 	}
-	pods, _ := w.view()
-	b.completeHosts(ctx, p, pods)
+	if names := hostsOnlyNames(p); len(names) > 0 {
+		// The entries /etc/hosts lacks need the pods' addresses, which their status may not
+		// carry yet where composebox saw them running before the kubelet said so.
+		need := map[string]string{}
+		for consumer, hs := range names {
+			need[consumer] = conditionAddressed
+			for _, h := range hs {
+				need[h.target] = conditionAddressed
+			}
+		}
+		if _, err := b.await(ctx, w, p, need, backend.WaitOptions{Timeout: opts.Timeout}); err != nil {
+			return states, err
+		}
+	}
+	b.completeHosts(ctx, p, w)
 	return states, nil
 }
 

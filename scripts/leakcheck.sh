@@ -5,14 +5,15 @@
 set -euo pipefail
 state=${LEAKCHECK_STATE:-/tmp/composebox-leakcheck.$(id -u)}
 # The local Kubernetes cluster's namespaces too, while it runs (bin/k8s/env).
-k8s_env=$(cd "$(dirname "$0")/.." && pwd)/bin/k8s/env
+here=$(cd "$(dirname "$0")" && pwd)
+k8s_env=$here/../bin/k8s/env
 list() {
   { docker ps -aq --no-trunc --filter label=dev.composebox.managed | sed 's/^/container /'
     docker network ls -q --no-trunc --filter label=dev.composebox.managed | sed 's/^/network /'
     docker volume ls -q --filter label=dev.composebox.managed | sed 's/^/volume /'
     if [ -f "$k8s_env" ]; then
-      (. "$k8s_env" && "$COMPOSEBOX_K8S_KUBECTL" --kubeconfig "$KUBECONFIG" get namespaces \
-        -l dev.composebox.managed -o name) | sed 's#^namespace/#namespace #'
+      (. "$here/k8s/common.sh" && api '/api/v1/namespaces?labelSelector=dev.composebox.managed' |
+        names) | sed 's/^/namespace /'
     fi
   } | sort
 }

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Builds the local Kubernetes fixture's binaries from Go modules into K8S_CACHE, once per
-# version: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kubectl; etcd;
-# CoreDNS; kube-router; the distribution registry. What is already cached is left alone, so a
-# warm run takes well under a second.
+# version: kube-apiserver, kube-controller-manager, kube-scheduler and kubelet with etcd; CoreDNS;
+# kube-router; the distribution registry. What is already cached is left alone, so a warm run
+# takes well under a second.
 #
+# A cold build is most of a cold CI run's time, so it compiles only what the cluster runs:
+# - the control plane and etcd are one `go build` in one module, so the packages they share
+#   (gRPC, protobuf, the etcd client, OpenTelemetry) are compiled once and the package graph is
+#   loaded once;
+# - no kubectl: the scripts speak to the API server with curl, and a person trying the cluster
+#   uses their own kubectl with bin/k8s/env's KUBECONFIG;
+# - CoreDNS with only the plugins the Corefile uses, and the registry with only its filesystem
+#   storage, instead of their published mains, which link every cloud provider's SDK.
 # The builds are niced, so that a machine's other work goes first, and use every core (set
-# K8S_GOFLAGS=-p=1 to compile one package at a time on a crowded machine). Every go command
-# here shares the one Go build cache with the same flags, and the Kubernetes binaries are one
-# `go build` of all five, so a package they share is compiled once and the package graph is
-# loaded once. A cold build takes about ten minutes on 2 idle cores.
+# K8S_GOFLAGS=-p=1 to compile one package at a time on a crowded machine).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/versions.sh"
@@ -38,10 +43,10 @@ have() {
 start_dir() { rm -rf "$1.tmp"; mkdir -p "$1.tmp"; }
 finish_dir() { rm -rf "$1"; mv "$1.tmp" "$1"; }
 
-build_kubernetes() {
-  local mains=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
-  have "$K8S_BIN_DIR" "${mains[@]}" && return 0
-  log "building Kubernetes $K8S_VERSION (${mains[*]}); several minutes on a cold cache"
+build_control_plane() {
+  local mains=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
+  have "$K8S_BIN_DIR" "${mains[@]}" etcd && return 0
+  log "building Kubernetes $K8S_VERSION (${mains[*]}) and etcd $ETCD_VERSION; several minutes on a cold cache"
   local t0=$SECONDS src=$K8S_CACHE/src/kubernetes-$K8S_VERSION
   rm -rf "$src"; mkdir -p "$src"
   # k8s.io/kubernetes replaces its staging modules with ./staging paths, which only work
@@ -56,7 +61,10 @@ build_kubernetes() {
     echo
     echo "go 1.24"
     echo
-    echo "require k8s.io/kubernetes $K8S_VERSION"
+    echo "require ("
+    echo "	k8s.io/kubernetes $K8S_VERSION"
+    echo "	go.etcd.io/etcd/server/v3 $ETCD_VERSION"
+    echo ")"
     echo
     sed -n 's#^[[:space:]]*\(k8s\.io/[a-z0-9-]*\) => \./staging/.*#\1#p' "$gomod" |
       grep -v -E '^k8s\.io/sample-(cli-plugin|controller)$' |
@@ -75,12 +83,11 @@ import (
 	_ "k8s.io/component-base/logs/json/register"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
-	_ "k8s.io/kubectl/pkg/cmd"
-	_ "k8s.io/kubectl/pkg/cmd/util"
 	_ "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	_ "k8s.io/kubernetes/cmd/kubelet/app"
+	_ "go.etcd.io/etcd/server/v3"
 )
 GO
   (cd "$src" && go mod tidy)
@@ -93,29 +100,43 @@ GO
     x="$x -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
   done
   start_dir "$K8S_BIN_DIR"
-  (cd "$src" && LDFLAGS_X=$x gobuild -o "$K8S_BIN_DIR.tmp/" "${mains[@]/#/k8s.io/kubernetes/cmd/}")
+  # etcd's main is its server module's root package, so go build names it "server".
+  (cd "$src" && LDFLAGS_X=$x gobuild -o "$K8S_BIN_DIR.tmp/" "${mains[@]/#/k8s.io/kubernetes/cmd/}" \
+    go.etcd.io/etcd/server/v3)
+  mv "$K8S_BIN_DIR.tmp/server" "$K8S_BIN_DIR.tmp/etcd"
   local m
-  for m in "${mains[@]}"; do
+  for m in "${mains[@]}" etcd; do
     [ -x "$K8S_BIN_DIR.tmp/$m" ] || { log "go build wrote no $m"; exit 1; }
   done
   finish_dir "$K8S_BIN_DIR"
-  log "Kubernetes built in $((SECONDS - t0)) s"
+  log "Kubernetes and etcd built in $((SECONDS - t0)) s"
 }
 
-build_etcd() {
-  have "$ETCD_BIN_DIR" etcd && return 0
-  log "building etcd $ETCD_VERSION"
-  local t0=$SECONDS src=$K8S_CACHE/src/etcd-$ETCD_VERSION
+# build_main DIR NAME MODULE@VERSION IMPORT...: a main of our own in a wrapper module that
+# requires MODULE; it runs MAIN_BODY (a Go statement) with the packages IMPORT... linked in.
+build_main() {
+  local dir=$1 name=$2 mod=$3; shift 3
+  have "$dir" "$name" && return 0
+  log "building $name from $mod"
+  local t0=$SECONDS src=$K8S_CACHE/src/$name-${mod##*@}
   rm -rf "$src"; mkdir -p "$src"
-  # etcd's server module is a main package of its own; a wrapper pins it.
-  printf 'module composebox.local/etcd-build\n\ngo 1.24\n\nrequire go.etcd.io/etcd/server/v3 %s\n' \
-    "$ETCD_VERSION" >"$src/go.mod"
-  printf '//go:build tools\n\npackage tools\n\nimport _ "go.etcd.io/etcd/server/v3"\n' >"$src/tools.go"
+  printf 'module composebox.local/%s-build\n\ngo 1.24\n\nrequire %s %s\n' \
+    "$name" "${mod%@*}" "${mod##*@}" >"$src/go.mod"
+  {
+    echo "package main"
+    echo
+    echo "import ("
+    local p
+    for p in "$@"; do echo "	$p"; done
+    echo ")"
+    echo
+    echo "func main() { $MAIN_BODY }"
+  } >"$src/main.go"
   (cd "$src" && go mod tidy)
-  start_dir "$ETCD_BIN_DIR"
-  (cd "$src" && gobuild -o "$ETCD_BIN_DIR.tmp/etcd" go.etcd.io/etcd/server/v3)
-  finish_dir "$ETCD_BIN_DIR"
-  log "etcd built in $((SECONDS - t0)) s"
+  start_dir "$dir"
+  (cd "$src" && gobuild -o "$dir.tmp/$name" .)
+  finish_dir "$dir"
+  log "$name built in $((SECONDS - t0)) s"
 }
 
 # go_install DIR NAME PKG@VERSION: modules that build as they are published.
@@ -130,10 +151,19 @@ go_install() {
   log "$name built in $((SECONDS - t0)) s"
 }
 
-build_kubernetes
-build_etcd
-go_install "$COREDNS_BIN_DIR" coredns "github.com/coredns/coredns@$COREDNS_VERSION"
+build_control_plane
+# The Corefile up.sh writes uses bind, errors, ready and kubernetes; CoreDNS skips the
+# directives of plugins that are not linked in.
+MAIN_BODY='coremain.Run()' build_main "$COREDNS_BIN_DIR" coredns "github.com/coredns/coredns@$COREDNS_VERSION" \
+  '"github.com/coredns/coredns/coremain"' \
+  '_ "github.com/coredns/coredns/plugin/bind"' \
+  '_ "github.com/coredns/coredns/plugin/errors"' \
+  '_ "github.com/coredns/coredns/plugin/kubernetes"' \
+  '_ "github.com/coredns/coredns/plugin/ready"'
+# registry.yml stores on the filesystem with no auth.
+MAIN_BODY='_ = registry.RootCmd.Execute()' build_main "$REGISTRY_BIN_DIR" registry \
+  "github.com/distribution/distribution/v3@$REGISTRY_VERSION" \
+  '"github.com/distribution/distribution/v3/registry"' \
+  '_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem"'
 go_install "$KUBE_ROUTER_BIN_DIR" kube-router \
   "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$KUBE_ROUTER_VERSION"
-go_install "$REGISTRY_BIN_DIR" registry \
-  "github.com/distribution/distribution/v3/cmd/registry@$REGISTRY_VERSION"

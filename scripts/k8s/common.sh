@@ -32,7 +32,6 @@ K8S_REGISTRY=127.0.0.1:$K8S_REGISTRY_PORT
 PKI=$K8S_STATE/pki
 CTR_SOCK=$K8S_RUN/containerd/containerd.sock
 ADMIN_KUBECONFIG=$K8S_STATE/admin.kubeconfig
-KUBECTL=$K8S_BIN_DIR/kubectl
 
 # Start order; down.sh stops them in reverse.
 COMPONENTS=(registry etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet coredns kube-router)
@@ -40,7 +39,16 @@ COMPONENTS=(registry etcd kube-apiserver kube-controller-manager kube-scheduler 
 log() { printf '%s: %s\n' "${LOG_PREFIX:-k8s}" "$*" >&2; }
 die() { log "$*"; exit 1; }
 
-kubectl_admin() { "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" "$@"; }
+# api PATH [CURL ARGS...]: PATH on the API server, as the admin. The scripts need a few calls
+# only, so kubectl is not built for them.
+api() {
+  local path=$1; shift
+  curl -fsS --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" "$@" \
+    "https://127.0.0.1:$K8S_APISERVER_PORT$path"
+}
+# names: the metadata.name of each object in the API list on stdin. Go encodes ObjectMeta's
+# name first, so this holds without a JSON parser.
+names() { grep -o '"metadata":{"name":"[^"]*"' | sed 's/.*"name":"//; s/"$//'; }
 
 pidfile() { echo "$K8S_RUN/pids/$1.pid"; }
 

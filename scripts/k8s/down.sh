@@ -42,9 +42,19 @@ alive() { [ -r "/proc/$1/stat" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev
 # Pods first, while the API server and the kubelet still run: deleting them has the kubelet
 # stop each sandbox and so run the CNI plugins' DEL. What is left after that is cleaned below
 # by hand.
-if running kube-apiserver && running kubelet && [ -x "$KUBECTL" ]; then
-  kubectl_admin delete pods --all --all-namespaces --grace-period=1 --wait --timeout=30s \
-    >/dev/null 2>&1 || log "not every pod was deleted through the API; removing the rest directly"
+pods_gone() { api '/api/v1/pods?limit=1' 2>/dev/null | grep -q '"items":\[\]'; }
+if running kube-apiserver && running kubelet; then
+  for ns in $(api /api/v1/namespaces 2>/dev/null | names); do
+    api "/api/v1/namespaces/$ns/pods?gracePeriodSeconds=1" -X DELETE >/dev/null 2>&1 || true
+  done
+  deadline=$((SECONDS + 30))
+  until pods_gone; do
+    if [ $SECONDS -ge $deadline ]; then
+      log "not every pod was deleted through the API; removing the rest directly"
+      break
+    fi
+    sleep 0.2
+  done
 fi
 
 for c in kube-router coredns kubelet kube-scheduler kube-controller-manager; do stop "$c"; done

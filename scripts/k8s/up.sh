@@ -34,7 +34,6 @@ KUBECONFIG=$ADMIN_KUBECONFIG
 COMPOSEBOX_REGISTRY=$K8S_REGISTRY
 COMPOSEBOX_K8S_NODE=$K8S_NODE
 COMPOSEBOX_K8S_DNS=$K8S_GATEWAY
-COMPOSEBOX_K8S_KUBECTL=$KUBECTL
 COMPOSEBOX_K8S_CONTAINERD=$CTR_SOCK
 ENV
   mv "$ENV_FILE.tmp" "$ENV_FILE"
@@ -46,7 +45,7 @@ ENV
 all_running() {
   local c
   for c in "${COMPONENTS[@]}"; do running "$c" || return 1; done
-  kubectl_admin get --raw /readyz >/dev/null 2>&1
+  api /readyz >/dev/null 2>&1
 }
 
 if all_running; then
@@ -203,7 +202,7 @@ out=$(docker push "$PAUSE_IMAGE" 2>&1) || die "push the pause image: $out"
 docker rmi "$PAUSE_IMAGE" >/dev/null
 rm -rf "$pause_ctx"
 
-ready kube-apiserver 60 kubectl_admin get --raw /readyz
+ready kube-apiserver 60 api /readyz
 
 start kube-controller-manager "$K8S_BIN_DIR/kube-controller-manager" \
   --kubeconfig "$K8S_STATE/controller-manager.kubeconfig" \
@@ -367,14 +366,16 @@ ready kube-router 60 curl -fsS "http://127.0.0.1:$K8S_ROUTER_HEALTH_PORT/healthz
 
 # --- the node and the default ServiceAccount --------------------------------------------
 # Ready counts only once the kubelet has posted it since this start.
+# Go encodes a NodeCondition's fields in this order, so a pattern finds them.
 node_ready() {
-  local s
-  s=$(kubectl_admin get node "$K8S_NODE" \
-    -o jsonpath='{range .status.conditions[?(@.type=="Ready")]}{.status} {.lastHeartbeatTime}{end}')
-  [ "${s%% *}" = True ] && [[ ! "${s#* }" < "$start_iso" ]]
+  local s t
+  s=$(api "/api/v1/nodes/$K8S_NODE" |
+    grep -o '"type":"Ready","status":"True","lastHeartbeatTime":"[^"]*"') || return 1
+  t=${s%\"}; t=${t##*\"}
+  [[ ! "$t" < "$start_iso" ]]
 }
 ready kubelet 60 node_ready
-ready kube-controller-manager 30 kubectl_admin -n default get serviceaccount default
+ready kube-controller-manager 30 api /api/v1/namespaces/default/serviceaccounts/default
 
 trap - EXIT
 write_env
