@@ -366,7 +366,8 @@ const (
 )
 
 // probe looks into pod's container until it sees it running (and, with health, its
-// healthcheck passing), the kubelet reports as much, or ctx ends.
+// healthcheck passing), or ctx ends. Until the container runs, the look is a bare exec of
+// `true`: the backend's Exec would take a failure to reach the container for its death.
 func (b *Backend) probe(ctx context.Context, w *podWatch, pod *corev1.Pod, health bool) {
 	uid, svc := string(pod.UID), pod.Annotations[labels.ComposeServiceLabel]
 	pr := pod.Spec.Containers[0].ReadinessProbe
@@ -380,43 +381,35 @@ func (b *Backend) probe(ctx context.Context, w *podWatch, pod *corev1.Pod, healt
 	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	backoff := probeFirstBackoff
+	backoff, running := probeFirstBackoff, false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
 		}
-		if !health && w.reported(svc) {
-			return
+		if !running {
+			if !w.reported(svc) {
+				// Bounded by ctx: `true` returns at once where it runs at all.
+				if _, err := b.execIn(ctx, pod.Namespace, pod.Name, pod.Spec.Containers[0].Name, []string{"true"}, nil, io.Discard, io.Discard); err != nil {
+					timer.Reset(probeRunningEvery)
+					continue
+				}
+				w.see(uid, sightRunning)
+			}
+			running = true
+			if !health {
+				return
+			}
 		}
 		// A probe under way runs to its end (the healthcheck's timeout bounds it) when the wait
 		// ends: cancelling its stream would only leave the command behind in the container.
-		var ran, passed bool
-		if health {
-			res, err := b.Exec(context.WithoutCancel(ctx), t, req)
-			ran, passed = err == nil, err == nil && res.ExitCode == 0
-		} else {
-			_, err := b.execIn(context.WithoutCancel(ctx), pod.Namespace, pod.Name, pod.Spec.Containers[0].Name, []string{"true"}, nil, io.Discard, io.Discard)
-			ran = err == nil
-		}
-		switch {
-		case passed:
+		if res, err := b.Exec(context.WithoutCancel(ctx), t, req); err == nil && res.ExitCode == 0 {
 			w.see(uid, sightHealthy)
 			return
-		case ran && !health:
-			w.see(uid, sightRunning)
-			return
-		case ran:
-			w.see(uid, sightRunning)
-			timer.Reset(backoff)
-			backoff = min(2*backoff, longest)
-		case w.sight(uid) >= sightRunning || w.reported(svc):
-			timer.Reset(backoff)
-			backoff = min(2*backoff, longest)
-		default:
-			timer.Reset(probeRunningEvery)
 		}
+		timer.Reset(backoff)
+		backoff = min(2*backoff, longest)
 	}
 }
 

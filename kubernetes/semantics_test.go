@@ -203,6 +203,44 @@ volumes:
 	})
 }
 
+// composebox looks into a starting container itself (an exec of `true`) to see it running
+// before the kubelet reports it. An image without `true` (here one program, busybox as
+// `sleep`, in an image from scratch) is left to the kubelet's report: its sample still comes
+// up, and its dependent starts after it.
+func TestServiceWithoutTrueComesUp(t *testing.T) {
+	e := onCluster(t)
+	dir := t.TempDir()
+	dockerfile := "ARG BASE\nFROM ${BASE} AS base\nFROM scratch\nCOPY --from=base /bin/busybox /bin/sleep\n"
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	task := e.task(t, orchestrator.TaskSpec{Name: "without-true", WorkingDir: dir, YAML: []byte(`
+services:
+  default:
+    image: ${COMPOSEBOX_BASE_IMAGE}
+    command: ["tail", "-f", "/dev/null"]
+    depends_on: [bare]
+  bare:
+    build:
+      context: .
+      args: {BASE: "${COMPOSEBOX_BASE_IMAGE}"}
+    command: ["/bin/sleep", "600"]
+`)})
+	s := e.sample(t, task)
+	if res, err := s.Default().Exec(t.Context(), orchestrator.ExecRequest{Cmd: []string{"true"}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec in default: exit %d, %v", res.ExitCode, err)
+	}
+	started, ok := e.rec.first(orchestrator.EventServiceProgress, "default", "starting")
+	ready, rok := e.rec.first(orchestrator.EventServiceReady, "bare", "")
+	if !ok || !rok || started.Before(ready) {
+		t.Errorf("default's command released at %s, bare ready at %s (events %v %v)", started, ready, ok, rok)
+	}
+	if err := s.Cleanup(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	e.gone(t, s.Project())
+}
+
 // A dependency that fails stops the sample with the same typed error on either backend,
 // naming it: a one-shot that exits non-zero, and a healthcheck that never passes. The
 // dependent never starts, and nothing is left.
