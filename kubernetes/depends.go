@@ -354,15 +354,19 @@ func (b *Backend) startProbe(ctx context.Context, w *podWatch, pod *corev1.Pod, 
 // one sample in six on the test cluster.
 //
 // So, as the Docker backend runs a healthcheck itself, composebox looks for itself while it
-// waits: from the moment a pod may start, it execs into its container, every
-// probeRunningEvery until one runs (the container is running then), and then, for a
-// healthcheck, backing off from probeFirstBackoff to 2 s (or the interval, if shorter) until
-// it passes once (the service is healthy then). Without a healthcheck the command is `true`;
+// waits: from the moment a pod may start, it execs `true` into its container until one runs
+// (the container is running then), at once and then every probeRunningFirst, the interval
+// growing by half each time up to probeRunningLongest (many samples starting at once must not
+// flood the API server and the kubelet with execs); then, for a healthcheck, it runs the
+// healthcheck's command, backing off from probeFirstBackoff to 2 s (or the interval, if
+// shorter) until it passes once (the service is healthy then). Only started and healthy are
+// met this way (await says why). Without a healthcheck the command is `true`;
 // an image that has none is simply left to the kubelet's report. The kubelet's probe still
 // decides that a service is unhealthy, and keeps the pod's condition for the cluster.
 const (
-	probeRunningEvery = 150 * time.Millisecond
-	probeFirstBackoff = 100 * time.Millisecond
+	probeRunningFirst   = 100 * time.Millisecond
+	probeRunningLongest = 500 * time.Millisecond
+	probeFirstBackoff   = 100 * time.Millisecond
 )
 
 // probe looks into pod's container until it sees it running (and, with health, its
@@ -381,7 +385,7 @@ func (b *Backend) probe(ctx context.Context, w *podWatch, pod *corev1.Pod, healt
 	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	backoff, running := probeFirstBackoff, false
+	backoff, every, running := probeFirstBackoff, probeRunningFirst, false
 	for {
 		select {
 		case <-ctx.Done():
@@ -392,7 +396,8 @@ func (b *Backend) probe(ctx context.Context, w *podWatch, pod *corev1.Pod, healt
 			if !w.reported(svc) {
 				// Bounded by ctx: `true` returns at once where it runs at all.
 				if _, err := b.execIn(ctx, pod.Namespace, pod.Name, pod.Spec.Containers[0].Name, []string{"true"}, nil, io.Discard, io.Discard); err != nil {
-					timer.Reset(probeRunningEvery)
+					timer.Reset(every)
+					every = min(every*3/2, probeRunningLongest)
 					continue
 				}
 				w.see(uid, sightRunning)
@@ -476,14 +481,17 @@ func (b *Backend) await(ctx context.Context, w *podWatch, p *types.Project, cond
 			hc := p.Services[svc].HealthCheck != nil
 			st, reason := podState(pod, hc)
 			modes.Store(st.ContainerID, modeOf(pod.Annotations))
-			if reason == "" && st.State == "created" {
-				// Probed until it is seen running, or healthy where that is asked.
+			// What composebox's own probe sees counts for started, which a container that ran
+			// at all meets, and for healthy, which a passing healthcheck shows. A service that
+			// must merely be running when the sample is handed over is left to the kubelet's
+			// report: a container that exits at once, restarted, runs long enough for an exec
+			// now and then, and only the kubelet's report tells that it keeps failing.
+			if byProbe := conds[svc] == types.ServiceConditionStarted || health(svc); byProbe && reason == "" && st.State == "created" {
 				want := sightRunning
 				if health(svc) {
 					want = sightHealthy
 				}
-				if conds[svc] != conditionAddressed && conds[svc] != types.ServiceConditionCompletedSuccessfully &&
-					!w.isHeld(svc) && w.sight(string(pod.UID)) < want {
+				if !w.isHeld(svc) && w.sight(string(pod.UID)) < want {
 					b.startProbe(wctx, w, pod, health(svc))
 				}
 				if w.sight(string(pod.UID)) >= sightRunning {

@@ -44,7 +44,7 @@ func (b *Backend) Containers(ctx context.Context, sel []string, all bool) ([]bac
 	var out []backend.Container
 	for i := range list.Items {
 		pod := &list.Items[i]
-		st, _ := podState(pod, false)
+		st, _ := b.observed(ctx, pod, false)
 		if !all && st.State != backend.StateRunning {
 			continue
 		}
@@ -211,17 +211,13 @@ func (b *Backend) Sweep(ctx context.Context, sel backend.Selector, opts backend.
 	return out, nil
 }
 
+// chosen says whether sel picks p: by name (a sample's project is its namespace), else by
+// the selector's filters.
 func chosen(sel backend.Selector, p backend.Project) bool {
 	if len(sel.Names) > 0 {
 		return slices.Contains(sel.Names, p.Name)
 	}
-	if !sel.All && !(sel.Stale && p.Stale) {
-		return false
-	}
-	if sel.Task != "" && p.Task != sel.Task {
-		return false
-	}
-	return sel.OlderThan <= 0 || time.Since(p.Created) >= sel.OlderThan
+	return sel.Match(p, time.Now())
 }
 
 // splitID splits a container id, namespace/pod.
@@ -251,7 +247,7 @@ func (b *Backend) Inspect(ctx context.Context, container string) (backend.Contai
 	if err != nil {
 		return backend.ContainerInfo{}, err
 	}
-	st, _ := podState(pod, pod.Spec.Containers[0].ReadinessProbe != nil)
+	st, _ := b.observed(ctx, pod, pod.Spec.Containers[0].ReadinessProbe != nil)
 	modes.Store(container, modeOf(pod.Annotations))
 	return backend.ContainerInfo{ID: container, Name: pod.Name, State: st.State, Running: st.State == backend.StateRunning,
 		Health: st.Health, ExitCode: st.ExitCode, OOMKilled: st.OOMKilled, WorkingDir: st.WorkingDir, User: st.User,

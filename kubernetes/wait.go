@@ -146,6 +146,27 @@ func podState(pod *corev1.Pod, health bool) (backend.ServiceState, string) {
 	return st, ""
 }
 
+// observed is podState for a pod reported on now (a list or an inspect). composebox hands a
+// sample over as soon as its own probe saw the containers run (depends.go), which can be a
+// relist before the kubelet reports them running; a container the kubelet still calls
+// created, with nothing wrong, is looked into with a bare exec of `true`, so that a caller who
+// lists or opens the sample at once does not take it for one that never started.
+func (b *Backend) observed(ctx context.Context, pod *corev1.Pod, health bool) (backend.ServiceState, string) {
+	st, reason := podState(pod, health)
+	if st.State != "created" || reason != "" || pod.DeletionTimestamp != nil || pod.Spec.NodeName == "" {
+		return st, reason
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := b.execIn(ctx, pod.Namespace, pod.Name, pod.Spec.Containers[0].Name, []string{"true"}, nil, io.Discard, io.Discard); err == nil {
+		st.State, st.Ready = backend.StateRunning, !health
+		if health {
+			st.Health = "starting"
+		}
+	}
+	return st, reason
+}
+
 // podFailure names why a pod will never be ready, with its events and log tail.
 func (b *Backend) podFailure(ctx context.Context, pod *corev1.Pod, reason string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -626,18 +626,10 @@ func (b *Backend) Sweep(ctx context.Context, sel backend.Selector, opts backend.
 	var chosen []backend.Project
 	now := time.Now()
 	for _, p := range b.listLocked() {
-		switch {
-		case len(sel.Names) > 0:
-			if !slices.Contains(sel.Names, p.Name) {
-				continue
-			}
-		case !sel.All && !sel.Stale,
-			sel.Stale && !p.Stale,
-			sel.Task != "" && p.Task != sel.Task,
-			sel.OlderThan > 0 && now.Sub(p.Created) < sel.OlderThan:
-			continue
+		// A fake project's name is what a name selects.
+		if len(sel.Names) > 0 && slices.Contains(sel.Names, p.Name) || len(sel.Names) == 0 && sel.Match(p, now) {
+			chosen = append(chosen, p)
 		}
-		chosen = append(chosen, p)
 	}
 	b.mu.Unlock()
 	var out []backend.SweepResult

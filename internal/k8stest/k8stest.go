@@ -411,17 +411,21 @@ func Poll(ctx context.Context, timeout time.Duration, cond func(context.Context)
 
 // KillContainer kills the main process of the pod's first container from the host, through
 // the cluster's containerd (as a crash or the OOM killer would, and as `docker kill` does),
-// and waits until the pod's status shows the container terminated.
+// and waits until the pod's status shows the container terminated. The container's id comes
+// from the pod's status, which the kubelet may post a moment after composebox handed the
+// sample over: it is waited for.
 func (e Env) KillContainer(t testing.TB, cs kubernetes.Interface, ns, name string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pod, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	var pod *corev1.Pod
+	err := Poll(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+		var err error
+		pod, err = cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && len(pod.Status.ContainerStatuses) > 0 && pod.Status.ContainerStatuses[0].ContainerID != "", err
+	})
 	if err != nil {
-		t.Fatalf("kill %s/%s: %v", ns, name, err)
-	}
-	if len(pod.Status.ContainerStatuses) == 0 || pod.Status.ContainerStatuses[0].ContainerID == "" {
-		t.Fatalf("kill %s/%s: no container yet", ns, name)
+		t.Fatalf("kill %s/%s: no container in the pod's status: %v", ns, name, err)
 	}
 	_, id, _ := strings.Cut(pod.Status.ContainerStatuses[0].ContainerID, "://")
 	out, err := exec.CommandContext(ctx, "ctr", "--address", e.Containerd, "-n", "k8s.io", "task", "kill", "-s", "SIGKILL", id).CombinedOutput()

@@ -40,10 +40,11 @@ log() { printf '%s: %s\n' "${LOG_PREFIX:-k8s}" "$*" >&2; }
 die() { log "$*"; exit 1; }
 
 # api PATH [CURL ARGS...]: PATH on the API server, as the admin. The scripts need a few calls
-# only, so kubectl is not built for them.
+# only, so kubectl is not built for them. The API server indents its JSON for curl's user
+# agent; under another it answers compact JSON, which names and up.sh's patterns expect.
 api() {
   local path=$1; shift
-  curl -fsS --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" "$@" \
+  curl -fsS -A composebox-k8s-scripts --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" "$@" \
     "https://127.0.0.1:$K8S_APISERVER_PORT$path"
 }
 # names: the metadata.name of each object in the API list on stdin. Go encodes ObjectMeta's

@@ -358,7 +358,18 @@ COREFILE
 start coredns "$COREDNS_BIN_DIR/coredns" -conf "$K8S_STATE/Corefile"
 ready coredns 30 curl -fsS "http://127.0.0.1:$K8S_COREDNS_READY_PORT/ready"
 
-start kube-router "$KUBE_ROUTER_BIN_DIR/kube-router" \
+# kube-router writes its rules by saving the whole filter table and restoring it, which would
+# drop any rule Docker added in between (a new network's, so that its containers could no
+# longer reach one another) and bring back any it removed. It gets the legacy backend's
+# iptables commands instead, so that its rules live in the legacy tables, apart from Docker's
+# (iptables-nft) and composebox's own nftables table. The kernel applies both: pod traffic
+# passes kube-router's policy there and the CNI plugin's rules here.
+legacy_bin=$K8S_RUN/legacy-iptables
+mkdir -p "$legacy_bin"
+for c in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
+  ln -sf "$(command -v xtables-legacy-multi)" "$legacy_bin/$c"
+done
+PATH=$legacy_bin:$PATH start kube-router "$KUBE_ROUTER_BIN_DIR/kube-router" \
   --kubeconfig "$ADMIN_KUBECONFIG" --hostname-override "$K8S_NODE" \
   --run-firewall=true --run-router=false --run-service-proxy=false --enable-cni=false \
   --service-cluster-ip-range "$K8S_SERVICE_CIDR" --health-port "$K8S_ROUTER_HEALTH_PORT"
