@@ -25,7 +25,7 @@ build:
 # container, network, volume or namespace behind.
 #
 # The local cluster (make k8s) comes up in the background while every test that does not need
-# it runs: its first build compiles for about ten minutes on 2 cores. Then
+# it runs: its first build compiles for about 15 minutes on 2 cores shared with them. Then
 # COMPOSEBOX_K8S_REQUIRED makes a Kubernetes test that finds no cluster fail rather than skip.
 # K8S=0 leaves the cluster out (for a machine that cannot run it: not root, not Debian), and
 # its tests skip, saying so.
@@ -113,7 +113,7 @@ docker:
 
 # A real single-node Kubernetes cluster on this machine (root, Debian): a test fixture and a way
 # to try the Kubernetes backend. Builds its binaries once into /var/cache/composebox-k8s (about
-# ten minutes cold on 2 idle cores), then starts in seconds; writes bin/k8s/env. A no-op while
+# 15 minutes cold on 2 cores shared with the tests), then starts in seconds; writes bin/k8s/env. A no-op while
 # it runs. make test depends on it.
 k8s: docker
 	@scripts/k8s/up.sh
