@@ -117,13 +117,6 @@ func waveNeeds(p *types.Project, wave []string) map[string]string {
 	return need
 }
 
-// meets says whether a service's pod meets cond, and why it never will ("" while it may).
-func meets(pod *corev1.Pod, cond string, health bool) (backend.ServiceState, bool, string) {
-	st, reason := podState(pod, health)
-	ok, why := judge(st, reason, cond, pod.Status.PodIP != "")
-	return st, ok, why
-}
-
 // judge says whether a service in state st (with reason, podState's; addressed if its pod
 // has an IP) meets cond, and why it never will ("" while it may).
 func judge(st backend.ServiceState, reason, cond string, addressed bool) (bool, string) {
@@ -360,9 +353,9 @@ func (b *Backend) startProbe(ctx context.Context, w *podWatch, pod *corev1.Pod, 
 // flood the API server and the kubelet with execs); then, for a healthcheck, it runs the
 // healthcheck's command, backing off from probeFirstBackoff to 2 s (or the interval, if
 // shorter) until it passes once (the service is healthy then). Only started and healthy are
-// met this way (await says why). Without a healthcheck the command is `true`;
-// an image that has none is simply left to the kubelet's report. The kubelet's probe still
-// decides that a service is unhealthy, and keeps the pod's condition for the cluster.
+// met this way (await says why). An image without `true` is left to the kubelet's report.
+// The kubelet's probe still decides that a service is unhealthy, and keeps the pod's
+// condition for the cluster.
 const (
 	probeRunningFirst   = 100 * time.Millisecond
 	probeRunningLongest = 500 * time.Millisecond
@@ -370,8 +363,7 @@ const (
 )
 
 // probe looks into pod's container until it sees it running (and, with health, its
-// healthcheck passing), or ctx ends. Until the container runs, the look is a bare exec of
-// `true`: the backend's Exec would take a failure to reach the container for its death.
+// healthcheck passing), or ctx ends. Until the container runs, the look is runs.
 func (b *Backend) probe(ctx context.Context, w *podWatch, pod *corev1.Pod, health bool) {
 	uid, svc := string(pod.UID), pod.Annotations[labels.ComposeServiceLabel]
 	pr := pod.Spec.Containers[0].ReadinessProbe
@@ -395,7 +387,7 @@ func (b *Backend) probe(ctx context.Context, w *podWatch, pod *corev1.Pod, healt
 		if !running {
 			if !w.reported(svc) {
 				// Bounded by ctx: `true` returns at once where it runs at all.
-				if _, err := b.execIn(ctx, pod.Namespace, pod.Name, pod.Spec.Containers[0].Name, []string{"true"}, nil, io.Discard, io.Discard); err != nil {
+				if !b.runs(ctx, pod) {
 					timer.Reset(every)
 					every = min(every*3/2, probeRunningLongest)
 					continue
@@ -416,6 +408,14 @@ func (b *Backend) probe(ctx context.Context, w *podWatch, pod *corev1.Pod, healt
 		timer.Reset(backoff)
 		backoff = min(2*backoff, longest)
 	}
+}
+
+// runs says whether an exec of `true` runs in pod's container, which it does once the
+// container runs (and the image has `true`). It goes around the backend's Exec, which takes
+// a container it cannot reach for a dead one.
+func (b *Backend) runs(ctx context.Context, pod *corev1.Pod) bool {
+	_, err := b.execIn(ctx, pod.Namespace, pod.Name, pod.Spec.Containers[0].Name, []string{"true"}, nil, io.Discard, io.Discard)
+	return err == nil
 }
 
 // reported says whether the kubelet reported svc's container running or exited already.

@@ -44,9 +44,13 @@ func (b *Backend) Containers(ctx context.Context, sel []string, all bool) ([]bac
 	var out []backend.Container
 	for i := range list.Items {
 		pod := &list.Items[i]
-		st, _ := b.observed(ctx, pod, false)
+		st, _ := podState(pod, false)
 		if !all && st.State != backend.StateRunning {
-			continue
+			// Only the running ones are asked for, and one the kubelet still calls created
+			// may run already; the others (Open, ps, logs) inspect each container anyway.
+			if st, _ = b.observed(ctx, pod, false); st.State != backend.StateRunning {
+				continue
+			}
 		}
 		modes.Store(pod.Namespace+"/"+pod.Name, modeOf(pod.Annotations))
 		out = append(out, backend.Container{ID: pod.Namespace + "/" + pod.Name, Name: pod.Name, Labels: podLabels(pod.Annotations),

@@ -135,7 +135,8 @@ func TestConditions(t *testing.T) {
 		{"completed: exit 3, restarting", pod(always, exited3, false), types.ServiceConditionCompletedSuccessfully, false, false, true},
 		{"ready: one-shot done", pod(never, exited0, false), conditionReady, false, true, false},
 	} {
-		_, ok, why := meets(c.pod, c.cond, c.health)
+		st, reason := podState(c.pod, c.health)
+		ok, why := judge(st, reason, c.cond, c.pod.Status.PodIP != "")
 		if ok != c.ok || (why != "") != c.fails {
 			t.Errorf("%s: met %v, failure %q; want met %v, fails %v", c.name, ok, why, c.ok, c.fails)
 		}

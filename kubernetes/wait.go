@@ -149,7 +149,7 @@ func podState(pod *corev1.Pod, health bool) (backend.ServiceState, string) {
 // observed is podState for a pod reported on now (a list or an inspect). composebox hands a
 // sample over as soon as its own probe saw the containers run (depends.go), which can be a
 // relist before the kubelet reports them running; a container the kubelet still calls
-// created, with nothing wrong, is looked into with a bare exec of `true`, so that a caller who
+// created, with nothing wrong, is looked into (runs), so that a caller who
 // lists or opens the sample at once does not take it for one that never started.
 func (b *Backend) observed(ctx context.Context, pod *corev1.Pod, health bool) (backend.ServiceState, string) {
 	st, reason := podState(pod, health)
@@ -158,7 +158,7 @@ func (b *Backend) observed(ctx context.Context, pod *corev1.Pod, health bool) (b
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := b.execIn(ctx, pod.Namespace, pod.Name, pod.Spec.Containers[0].Name, []string{"true"}, nil, io.Discard, io.Discard); err == nil {
+	if b.runs(ctx, pod) {
 		st.State, st.Ready = backend.StateRunning, !health
 		if health {
 			st.Health = "starting"
