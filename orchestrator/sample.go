@@ -171,7 +171,7 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 			err = cbxerr.Wrap(cbxerr.ErrUnavailable, err, fmt.Sprintf("task %s is being cleaned up", t.name))
 		}
 		err = fmt.Errorf("sample init %s: %w", s.project, err)
-		t.o.emit(Event{Kind: EventSampleFailed, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start), Err: err})
+		t.emit(Event{Kind: EventSampleFailed, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start), Err: err})
 		if !spec.KeepOnFailure {
 			if cerr := s.Cleanup(ctx); cerr != nil {
 				t.o.cfg.log.Warn("teardown of failed sample", "project", s.project, "err", cerr)
@@ -182,7 +182,7 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 	wait := backend.WaitOptions{
 		Timeout: cmp.Or(spec.ReadyTimeout, t.spec.ReadyTimeout),
 		OnReady: func(st backend.ServiceState) {
-			t.o.emit(Event{Kind: EventServiceReady, Task: t.name, Sample: id, Project: s.project, Service: st.Service, Duration: time.Since(start)})
+			t.emit(Event{Kind: EventServiceReady, Task: t.name, Sample: id, Project: s.project, Service: st.Service, Duration: time.Since(start)})
 		},
 	}
 	// The host paths were checked when the task was loaded; a directory swapped for a symlink
@@ -195,7 +195,7 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 	var onProgress func(service, status string)
 	if t.o.cfg.observed {
 		onProgress = func(service, status string) {
-			t.o.emit(Event{Kind: EventServiceProgress, Task: t.name, Sample: id, Project: s.project, Service: service, Message: status, Duration: time.Since(start)})
+			t.emit(Event{Kind: EventServiceProgress, Task: t.name, Sample: id, Project: s.project, Service: service, Message: status, Duration: time.Since(start)})
 		}
 	}
 	if err := t.place(ctx, s, p); err != nil {
@@ -204,7 +204,7 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 	if err := t.o.backend.Up(ctx, p, backend.UpOptions{Wait: wait, OnProgress: onProgress, HostAccess: t.policy.AllowHostAccess}); err != nil {
 		return fail(err)
 	}
-	t.o.emit(Event{Kind: EventSampleStarted, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start)})
+	t.emit(Event{Kind: EventSampleStarted, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start)})
 	states, err := t.o.backend.Wait(ctx, p, wait)
 	if err != nil {
 		return fail(err)
@@ -235,7 +235,7 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 	if len(s.sandboxes) == 0 || !s.sandboxes[0].isDefault {
 		return fail(cbxerr.New(cbxerr.ErrUnavailable, fmt.Sprintf("default service %s is not running", t.defaultService)))
 	}
-	t.o.emit(Event{Kind: EventSampleHealthy, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start)})
+	t.emit(Event{Kind: EventSampleHealthy, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start)})
 	return s, nil
 }
 
@@ -252,7 +252,7 @@ func (t *Task) place(ctx context.Context, s *Sample, p *types.Project) error {
 		return err
 	}
 	s.engine = where.Engine
-	t.o.emit(Event{Kind: EventSamplePlaced, Task: t.name, Sample: s.id, Project: s.project, Engine: where.Engine, Message: where.Reason})
+	t.emit(Event{Kind: EventSamplePlaced, Task: t.name, Sample: s.id, Project: s.project, Engine: where.Engine, Message: where.Reason})
 	return nil
 }
 
@@ -302,7 +302,7 @@ func (t *Task) sampleProject(ctx context.Context, s *Sample, spec SampleSpec) (*
 	}
 	for _, a := range adapted {
 		t.o.cfg.log.Log(ctx, level, "adapted for parallel samples", "task", t.name, "project", s.project, "adaptation", a.Message)
-		t.o.emit(Event{Kind: EventAdapted, Task: t.name, Sample: s.id, Project: s.project, Service: a.Service, Message: a.Message})
+		t.emit(Event{Kind: EventAdapted, Task: t.name, Sample: s.id, Project: s.project, Service: a.Service, Message: a.Message})
 	}
 	// Mark the default service, so that a fresh process (`composebox exec -p`) finds it from
 	// labels alone.
@@ -390,7 +390,7 @@ func (s *Sample) cleanup(dctx context.Context) error {
 		}
 	}
 	s.cleaned = cleanupErr == nil
-	s.o.emit(Event{Kind: EventSampleRemoved, Task: task, Sample: s.id, Project: s.project, Duration: time.Since(start), Err: cleanupErr})
+	s.emit(Event{Kind: EventSampleRemoved, Task: task, Sample: s.id, Project: s.project, Duration: time.Since(start), Err: cleanupErr})
 	return cleanupErr
 }
 

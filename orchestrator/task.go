@@ -81,6 +81,12 @@ type TaskSpec struct {
 	// engines carrying every one of these labels (EngineConfig.Labels).
 	EngineLabels map[string]string
 
+	// Observer, when set, also receives this task's own events: its builds', its pool's and its
+	// samples', as the orchestrator's observer does (WithObserver). A server that runs tasks
+	// for several clients tells each client of its own tasks only. It is called synchronously,
+	// so it must not block.
+	Observer Observer
+
 	// TakeShared lets SampleInit, when this task's own pool has nothing ready, take a ready
 	// sample from the shared warm pool another live process keeps for the same task (same name
 	// and configuration), such as `composebox up --warm N`.
@@ -185,7 +191,7 @@ func (o *Orchestrator) TaskInit(ctx context.Context, spec TaskSpec) (*Task, erro
 		t.removePrivateDir()
 		return nil, fmt.Errorf("task init %s: %w", t.name, err)
 	}
-	o.emit(Event{Kind: EventTaskReady, Task: t.name, Duration: time.Since(start)})
+	t.emit(Event{Kind: EventTaskReady, Task: t.name, Duration: time.Since(start)})
 	if spec.Warm > 0 {
 		t.prewarmFromSpec(ctx, spec.Warm)
 	}
@@ -346,7 +352,7 @@ func (t *Task) prepareImages(ctx context.Context) error {
 				return err
 			}
 			if built {
-				t.o.emit(Event{Kind: EventImageBuilt, Task: t.name, Service: b.Service, Duration: time.Since(start)})
+				t.emit(Event{Kind: EventImageBuilt, Task: t.name, Service: b.Service, Duration: time.Since(start)})
 			}
 		}
 		t.images[b.Service] = b.Tag
