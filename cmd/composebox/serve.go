@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -119,6 +120,10 @@ func runServe(cmd *cobra.Command, g *globals, opts serveOptions) error {
 	// A server runs until it is signalled: SIGTERM or Ctrl-C is its normal stop (exit 0 after
 	// the drain), not an interruption.
 	g.stopsOnSignal = true
+	// A server's log is read long after it was written: its lines carry the time.
+	if h, ok := g.log.Handler().(*lineHandler); ok {
+		g.log = slog.New(h.stamped())
+	}
 	if opts.Socket != "" && opts.Listen != "" {
 		return usageError{errors.New("serve: give --socket or --listen, not both")}
 	}
@@ -143,7 +148,7 @@ func runServe(cmd *cobra.Command, g *globals, opts serveOptions) error {
 	if err != nil {
 		return err
 	}
-	ready := serveReady{PID: os.Getpid(), Version: version}
+	ready := serveReady{PID: os.Getpid(), Version: currentVersion()}
 	var (
 		l     net.Listener
 		token string
@@ -178,7 +183,7 @@ func runServe(cmd *cobra.Command, g *globals, opts serveOptions) error {
 		LeaseTTL:    opts.LeaseTTL,
 		MaxPerLease: opts.MaxPerLease,
 		Token:       token,
-		Version:     version,
+		Version:     currentVersion(),
 		Ceiling:     ceiling,
 		Logger:      g.log,
 	})
