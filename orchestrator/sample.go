@@ -201,7 +201,7 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 	if err := t.place(ctx, s, p); err != nil {
 		return fail(err)
 	}
-	if err := t.o.backend.Up(ctx, p, backend.UpOptions{Wait: wait, OnProgress: onProgress, HostAccess: t.policy.AllowHostAccess}); err != nil {
+	if err := t.o.backend.Up(ctx, p, backend.UpOptions{Wait: wait, OnProgress: onProgress, HostAccess: t.policy.AllowHostAccess, HostRoutes: t.policy.AllowHostRoutes}); err != nil {
 		return fail(err)
 	}
 	t.o.emit(Event{Kind: EventSampleStarted, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start)})
