@@ -17,8 +17,12 @@ type logBuffer struct {
 	b  bytes.Buffer
 }
 
-func (l *logBuffer) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
-func (l *logBuffer) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *logBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // An engine reached over tcp:// without TLS is a warning, once, on the logger when it is first
 // pinged (at start), and a warning in doctor; the same engine behind TLS, or on its socket, is
