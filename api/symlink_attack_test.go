@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/composebox/composebox/internal/testutil"
 )
 
 // A client names, as its task, a directory whose compose.yaml is a symlink to a host file, or
@@ -15,14 +17,7 @@ func TestFakeServerSymlinkedTaskPathLeaksNothing(t *testing.T) {
 	ts, _ := startFakeServer(t)
 	lease := ts.lease(t)
 	const secret = "root:$6$SERVER-SIDE-SECRET-HASH:19000:0:99999:7:::"
-	hostFile := filepath.Join(t.TempDir(), "shadow")
-	if err := os.WriteFile(hostFile, []byte(secret+"\ndaemon:*:19000:0:99999:7:::\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	task := t.TempDir()
-	if err := os.Symlink(hostFile, filepath.Join(task, "compose.yaml")); err != nil {
-		t.Fatal(err)
-	}
+	task, _ := testutil.SymlinkedTask(t, secret)
 	direct, err := os.CreateTemp("", "cbx-api-shadow-*") // directly in /tmp: no task root
 	if err != nil {
 		t.Fatal(err)

@@ -2,11 +2,10 @@ package orchestrator_test
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/orchestrator"
 )
 
@@ -14,15 +13,7 @@ import (
 // before reading it: the error holds nothing of the file.
 func TestFakeTaskInitSymlinkedComposeFileLeaksNothing(t *testing.T) {
 	_, o, _ := newFake(t)
-	const secret = "root:$6$LIBRARY-SECRET-HASH:19000:0:99999:7:::"
-	hostFile := filepath.Join(t.TempDir(), "shadow")
-	if err := os.WriteFile(hostFile, []byte(secret+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.Symlink(hostFile, filepath.Join(dir, "compose.yaml")); err != nil {
-		t.Fatal(err)
-	}
+	dir, _ := testutil.SymlinkedTask(t, "root:$6$LIBRARY-SECRET-HASH:19000:0:99999:7:::")
 	task, err := o.TaskInit(t.Context(), orchestrator.TaskSpec{Path: dir})
 	if task != nil {
 		t.Cleanup(func() { _ = task.Cleanup(t.Context()) })

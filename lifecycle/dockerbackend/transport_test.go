@@ -4,25 +4,12 @@ import (
 	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/composebox/composebox/internal/engine"
 	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
-
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *logBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // An engine reached over tcp:// without TLS is a warning, once, on the logger when it is first
 // pinged (at start), and a warning in doctor; the same engine behind TLS, or on its socket, is
@@ -39,7 +26,7 @@ func TestPlainTCPEngineIsWarnedAbout(t *testing.T) {
 		{"tcp with TLS", engine.Endpoint{Host: "tcp://" + secure.Addr, TLSDir: secure.CertDir}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var logs logBuffer
+			var logs bytes.Buffer // the handler serialises its writes; read once the pings are done
 			b, err := FromEndpoint(tc.ep, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Name: "remote"})
 			if err != nil {
 				t.Fatal(err)
