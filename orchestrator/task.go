@@ -19,7 +19,6 @@ import (
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/compose"
 	cbxerr "github.com/composebox/composebox/internal/errdefs"
-	"github.com/composebox/composebox/internal/hostdir"
 	"github.com/composebox/composebox/internal/images/imagespec"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
@@ -265,12 +264,6 @@ func (t *Task) resolve() (*compose.Resolution, error) {
 		}
 		t.privateDir = dir
 		r.WorkingDir = dir
-		// The engine makes a relative bind source there, which the agent then writes as root:
-		// nosuid and nodev keep what it leaves inert on the host. Where composebox cannot mount
-		// (not root), samples need --allow host-access anyway; say so and go on.
-		if err := hostdir.MakeInert(dir); err != nil {
-			t.o.cfg.log.Warn("the task's working directory is not nosuid,nodev", "dir", dir, "err", err)
-		}
 	}
 	abs, err := filepath.Abs(r.WorkingDir)
 	if err != nil {
@@ -282,7 +275,6 @@ func (t *Task) resolve() (*compose.Resolution, error) {
 
 func (t *Task) removePrivateDir() {
 	if t.privateDir != "" {
-		_ = hostdir.Release(t.privateDir)
 		_ = os.RemoveAll(t.privateDir)
 	}
 }
