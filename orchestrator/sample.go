@@ -18,6 +18,7 @@ import (
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/compose"
 	cbxerr "github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/internal/hostdir"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
 
@@ -201,7 +202,7 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 	if err := t.place(ctx, s, p); err != nil {
 		return fail(err)
 	}
-	if err := t.o.backend.Up(ctx, p, backend.UpOptions{Wait: wait, OnProgress: onProgress, HostAccess: t.policy.AllowHostAccess}); err != nil {
+	if err := t.o.backend.Up(ctx, p, backend.UpOptions{Wait: wait, OnProgress: onProgress, HostAccess: t.policy.AllowHostAccess, HostRoutes: t.policy.AllowHostRoutes}); err != nil {
 		return fail(err)
 	}
 	t.emit(Event{Kind: EventSampleStarted, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start)})
@@ -276,8 +277,8 @@ func (t *Task) sampleProject(ctx context.Context, s *Sample, spec SampleSpec) (*
 		if err := t.checkImageOwners(ctx, p); err != nil {
 			return nil, err
 		}
-		for _, dir := range vars.Referenced(p) {
-			if err := makeSampleDir(dir); err != nil {
+		if dirs := vars.Referenced(p); len(dirs) > 0 {
+			if err := makeSampleDirs(t.o.sampleDir(s.project), dirs); err != nil {
 				return nil, err
 			}
 		}
@@ -317,17 +318,50 @@ func (t *Task) sampleProject(ctx context.Context, s *Sample, spec SampleSpec) (*
 	return np, nil
 }
 
-// makeSampleDir makes one of the directories a sample binds, writable by any user: the
-// container's user may be anyone, and the directory is the sample's alone.
-func makeSampleDir(dir string) error {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+// makeSampleDirs makes the directory of the sample's own (root) and, in it, the directories
+// its files bind (dirs), writable by any user: the container's user may be anyone, and they are
+// the sample's alone. root is mounted nosuid and nodev first, so that a setuid binary or a
+// device node an agent leaves in them is inert on the host; its removal (tracking.Forget)
+// unmounts it.
+func makeSampleDirs(root string, dirs []string) error {
+	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
 		return fmt.Errorf("make the sample's directory: %w", err)
 	}
-	if err := os.Mkdir(dir, 0o777); err != nil && !os.IsExist(err) {
+	if err := os.Mkdir(root, 0o755); err != nil && !os.IsExist(err) {
 		return fmt.Errorf("make the sample's directory: %w", err)
 	}
-	if err := os.Chmod(dir, 0o777); err != nil { // past the umask
+	if err := isDir(root); err != nil {
+		return err
+	}
+	if err := hostdir.MakeInert(root); err != nil {
 		return fmt.Errorf("make the sample's directory: %w", err)
+	}
+	for _, dir := range dirs {
+		if !compose.Within(dir, root) {
+			return fmt.Errorf("make the sample's directory: %s is not inside %s", dir, root)
+		}
+		if err := os.Mkdir(dir, 0o777); err != nil && !os.IsExist(err) {
+			return fmt.Errorf("make the sample's directory: %w", err)
+		}
+		// Never follow a symlink left in its place: the chmod would open up its target.
+		if err := isDir(dir); err != nil {
+			return err
+		}
+		if err := os.Chmod(dir, 0o777); err != nil { // past the umask
+			return fmt.Errorf("make the sample's directory: %w", err)
+		}
+	}
+	return nil
+}
+
+// isDir fails unless path is a directory itself, not a symlink to one.
+func isDir(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return fmt.Errorf("make the sample's directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("make the sample's directory: %s is a %s, not a directory", path, fi.Mode().Type())
 	}
 	return nil
 }

@@ -111,6 +111,9 @@ type Task struct {
 	// images maps each build service to the image built for it.
 	images         map[string]string
 	defaultService string
+	// identity is the task's name and directory as a hash, on its built images
+	// (taskIdentity): what makes an image this task's own.
+	identity string
 	// adaptedOnce is set once the first sample's adaptations were logged as warnings.
 	adaptedOnce atomic.Bool
 
@@ -182,6 +185,7 @@ func (o *Orchestrator) TaskInit(ctx context.Context, spec TaskSpec) (*Task, erro
 		return nil, fmt.Errorf("task init: %w", err)
 	}
 	t.name = taskName(spec, t.resolution)
+	t.identity = taskIdentity(t.name, t.resolution.WorkingDir)
 	if t.resolution.EgressOff {
 		// The task's own layout says it has no internet (Harbor's allow_internet = false).
 		t.policy.EgressOff = true
@@ -334,7 +338,7 @@ func (t *Task) prepareImages(ctx context.Context) error {
 		return err
 	}
 	t.images = map[string]string{}
-	lbl := map[string]string{labels.LabelManaged: "true", labels.LabelTask: t.name}
+	lbl := map[string]string{labels.LabelManaged: "true", labels.LabelTask: t.name, labels.LabelTaskIdentity: t.identity}
 	for _, b := range plan.Builds {
 		svc, err := t.project.GetService(b.Service)
 		if err != nil {

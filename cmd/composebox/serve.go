@@ -179,6 +179,9 @@ func runServe(cmd *cobra.Command, g *globals, opts serveOptions) error {
 		return err
 	}
 	defer o.Close()
+	// Contact the engines now, so that what is wrong with them (one over plain tcp://, say)
+	// is on stderr at start, not at the first task.
+	go func() { _, _ = o.Backend().Ping(cmd.Context(), 0) }()
 	srv := api.New(o, api.Options{
 		LeaseTTL:    opts.LeaseTTL,
 		MaxPerLease: opts.MaxPerLease,
