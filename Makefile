@@ -2,7 +2,14 @@ GO      ?= go
 BIN     := bin/composebox
 # The repository's root (this Makefile's directory), so that paths hold under make -C or -f.
 ROOT    := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
-VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+# One version for the binary and the Python package: VERSION (a link to the copy the Python
+# package carries in its sdist and wheels). COMMIT is the checkout's, shown by `composebox version`.
+VERSION := $(shell cat $(ROOT)/VERSION)
+COMMIT  ?= $(shell git -C $(ROOT) describe --always --dirty --exclude '*' 2>/dev/null)
+# The binary as it ships: static (no libc, so one build runs on any Linux of its architecture,
+# and goes into the manylinux wheels as it is), without the symbol table and DWARF (a third of
+# its size; panics still print their stacks), and with no build machine's paths in it.
+GO_BUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)"
 # Packages whose tests run with the race detector. The ones that link the compose library are
 # left out of -race for now: instrumenting it roughly triples their cold build on 2 cores.
 MODULE := github.com/composebox/composebox
@@ -14,10 +21,29 @@ TEST_FLAGS ?= -count=1 -timeout 25m
 FAKE_PKGS := ./orchestrator/ ./api/
 FAKE_TESTS := ^TestFake
 
-.PHONY: build test test-python test-python-k8s lint docker k8s k8s-down demo docs bench bench-floor bench-pool bench-api bench-engines bench-k8s clean
+.PHONY: build wheel test test-python test-python-k8s lint docker k8s k8s-down demo docs bench bench-floor bench-pool bench-api bench-engines bench-k8s bench-startup clean
 
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/composebox
+	$(GO_BUILD) -o $(BIN) ./cmd/composebox
+
+# The Python package's distributions, in dist/ (offline: Debian's python3-build, setuptools and
+# wheel, which scripts/setup-python.sh installs): the sdist and the pure wheel (the client
+# alone), and one platform wheel per architecture in WHEEL_ARCHES, each carrying the static
+# binary for it with the `composebox` console script: composebox-VERSION-py3-none-
+# manylinux_2_17_x86_64.whl and ..._aarch64.whl. The host's is bin/composebox; the others are
+# cross-built (CGO_ENABLED=0 needs no cross toolchain) into bin/linux-ARCH/.
+WHEEL_ARCHES ?= amd64 arm64
+DIST ?= $(ROOT)/dist
+HOST_GOARCH := $(shell $(GO) env GOARCH)
+wheel: build
+	@$(ROOT)/scripts/setup-python.sh $(PYTHON)
+	@set -e; bins=; for a in $(WHEEL_ARCHES); do \
+	  if [ "$$a" = "$(HOST_GOARCH)" ]; then bins="$$bins $(BIN)"; continue; fi; \
+	  echo "wheel: cross-building bin/linux-$$a/composebox"; \
+	  GOOS=linux GOARCH=$$a $(GO_BUILD) -o bin/linux-$$a/composebox ./cmd/composebox; \
+	  bins="$$bins bin/linux-$$a/composebox"; \
+	done; \
+	rm -rf $(DIST); PYTHON=$(PYTHON) $(ROOT)/scripts/build-wheels.sh $(DIST) $$bins
 
 # Unit and real-engine integration tests, Go then Python (test-python, which installs the Python
 # test dependencies it lacks); then the Kubernetes tests on the local cluster (Go, then
@@ -184,5 +210,16 @@ K8S_BENCH_FLAGS ?=
 bench-k8s:
 	$(GO) run ./bench/k8s -out bench/RESULTS.md $(K8S_BENCH_FLAGS)
 
+# CLI start-up (bench/startup): `composebox exec -p P true` as a process against `docker exec
+# CONTAINER true` on the same sample's container, each round running both (and the process
+# floor, `composebox version` against `docker --version`) in a rotating order; then the package
+# initialisation before main (GODEBUG=inittrace=1). About a minute; replaces the section in
+# bench/RESULTS.md. STARTUP_FLAGS='-baseline OLD_BINARY' measures another build beside it. A
+# smoke run that writes nowhere:
+#   make bench-startup STARTUP_FLAGS='-rounds 5 -init-runs 3 -out='
+STARTUP_FLAGS ?=
+bench-startup: build
+	$(GO) run ./bench/startup -bin $(BIN) $(STARTUP_FLAGS)
+
 clean:
-	rm -rf bin
+	rm -rf bin dist

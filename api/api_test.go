@@ -28,7 +28,7 @@ func TestSampleExecAndFiles(t *testing.T) {
 	lease := ts.lease(t)
 	hdr := map[string]string{leaseHeader: lease}
 
-	events := ts.subscribe(t)
+	events := ts.subscribe(t, lease)
 
 	task := ts.task(t, lease, TaskRequest{Name: uniqueName("api"), ComposeYAML: keepAlive})
 	if task.DefaultService != "default" || len(task.Services) != 1 {
@@ -384,10 +384,11 @@ type eventStream struct {
 	lines chan Event
 }
 
-// subscribe opens /v1/events for the rest of the test.
-func (ts *testServer) subscribe(t *testing.T) *eventStream {
+// subscribe opens /v1/events of a lease for the rest of the test.
+func (ts *testServer) subscribe(t *testing.T, lease string) *eventStream {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(t.Context(), "GET", ts.base+"/v1/events", nil)
+	req.Header.Set(leaseHeader, lease)
 	resp, err := ts.client.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -413,18 +414,5 @@ func (ts *testServer) subscribe(t *testing.T) *eventStream {
 // waitFor reads events until one matches.
 func (es *eventStream) waitFor(t *testing.T, match func(Event) bool) {
 	t.Helper()
-	timeout := time.After(30 * time.Second)
-	for {
-		select {
-		case e, ok := <-es.lines:
-			if !ok {
-				t.Fatal("event stream ended")
-			}
-			if match(e) {
-				return
-			}
-		case <-timeout:
-			t.Fatal("no matching event within 30s")
-		}
-	}
+	es.until(t, match)
 }

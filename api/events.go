@@ -13,26 +13,35 @@ import (
 // losing them.
 const subscriberBuffer = 256
 
-// Events fans the orchestrator's events out to the /v1/events streams. Observe never blocks: a
-// subscriber that falls behind loses events and is told how many.
-type Events struct {
+// events fans the orchestrator's events out to the /v1/events streams, each event to the
+// streams of the lease whose task it belongs to. Publishing never blocks: a subscriber that
+// falls behind loses events and is told how many.
+type events struct {
 	mu   sync.Mutex
 	subs map[*subscriber]struct{}
 }
 
 type subscriber struct {
+	lease   string
 	ch      chan orchestrator.Event
 	dropped atomic.Int64
 }
 
-// NewEvents returns an empty fan-out.
-func NewEvents() *Events { return &Events{subs: map[*subscriber]struct{}{}} }
+func newEvents() *events { return &events{subs: map[*subscriber]struct{}{}} }
 
-// Observe is an orchestrator.Observer: pass it to orchestrator.WithObserver.
-func (ev *Events) Observe(e orchestrator.Event) {
+// observer is the TaskSpec.Observer of a task of lease: its events go to that lease's streams
+// only.
+func (ev *events) observer(lease string) orchestrator.Observer {
+	return func(e orchestrator.Event) { ev.publish(lease, e) }
+}
+
+func (ev *events) publish(lease string, e orchestrator.Event) {
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
 	for s := range ev.subs {
+		if s.lease != lease {
+			continue
+		}
 		select {
 		case s.ch <- e:
 		default:
@@ -41,15 +50,15 @@ func (ev *Events) Observe(e orchestrator.Event) {
 	}
 }
 
-func (ev *Events) subscribe() *subscriber {
-	s := &subscriber{ch: make(chan orchestrator.Event, subscriberBuffer)}
+func (ev *events) subscribe(lease string) *subscriber {
+	s := &subscriber{lease: lease, ch: make(chan orchestrator.Event, subscriberBuffer)}
 	ev.mu.Lock()
 	ev.subs[s] = struct{}{}
 	ev.mu.Unlock()
 	return s
 }
 
-func (ev *Events) unsubscribe(s *subscriber) {
+func (ev *events) unsubscribe(s *subscriber) {
 	ev.mu.Lock()
 	delete(ev.subs, s)
 	ev.mu.Unlock()
@@ -80,9 +89,20 @@ func eventJSON(e orchestrator.Event) Event {
 	return out
 }
 
+// streamEvents streams the events of the asking lease's tasks and samples, until the client
+// goes, the lease ends or the server stops. Every event belongs to a task, and so to a lease:
+// a request without a lease is refused, as on the other routes of tasks and samples.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
-	sub := s.opts.Events.subscribe()
-	defer s.opts.Events.unsubscribe(sub)
+	leaseID, err := leaseOf(r)
+	if err != nil {
+		return err
+	}
+	ended, err := s.leaseEnded(leaseID)
+	if err != nil {
+		return err
+	}
+	sub := s.events.subscribe(leaseID)
+	defer s.events.unsubscribe(sub)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	out := newStreamWriter(w, s.opts.WriteTimeout)
@@ -95,6 +115,8 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		case <-r.Context().Done():
 			return nil
 		case <-s.done:
+			return nil
+		case <-ended:
 			return nil
 		case e := <-sub.ch:
 			if n := sub.dropped.Swap(0); n > 0 {

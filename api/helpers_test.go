@@ -51,12 +51,10 @@ func startServerWith(t *testing.T, opts Options, oopts ...orchestrator.Option) *
 		// Leases end when a test closes them, not because a loaded machine made it slow.
 		opts.LeaseTTL = time.Hour
 	}
-	events := NewEvents()
-	o, err := orchestrator.New(append([]orchestrator.Option{orchestrator.WithStateDir(t.TempDir()), orchestrator.WithObserver(events.Observe)}, oopts...)...)
+	o, err := orchestrator.New(append([]orchestrator.Option{orchestrator.WithStateDir(t.TempDir())}, oopts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.Events = events
 	srv := New(o, opts)
 	// A short directory: a socket path is limited to about 100 bytes.
 	dir, err := os.MkdirTemp("", "cbxapi")

@@ -48,9 +48,9 @@ type Options struct {
 	Token string
 	// Version is reported by /v1/version.
 	Version string
-	// Events are the orchestrator's events, for /v1/events: give Events.Observe to
-	// orchestrator.WithObserver. Nil: the stream stays empty.
-	Events *Events
+	// Ceiling is the most a request may ask for (see Ceiling); the zero value allows nothing
+	// beyond the default policy.
+	Ceiling Ceiling
 	// Doctor answers /v1/doctor (default: the orchestrator's Doctor, which asks its backend:
 	// the Docker engines or the cluster the server runs samples on).
 	Doctor func(ctx context.Context) prereqs.Report
@@ -60,10 +60,11 @@ type Options struct {
 
 // Server is the HTTP API over one orchestrator. It is safe for concurrent use.
 type Server struct {
-	o    *orchestrator.Orchestrator
-	opts Options
-	h    http.Handler
-	log  *slog.Logger
+	o      *orchestrator.Orchestrator
+	opts   Options
+	h      http.Handler
+	log    *slog.Logger
+	events *events
 
 	mu      sync.Mutex
 	leases  map[string]*lease
@@ -84,6 +85,8 @@ type lease struct {
 	expires  time.Time
 	timer    *time.Timer
 	inflight int
+	// ended is closed when the lease ends, which ends its event streams.
+	ended chan struct{}
 }
 
 type taskEntry struct {
@@ -117,9 +120,6 @@ func New(o *orchestrator.Orchestrator, opts Options) *Server {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
-	if opts.Events == nil {
-		opts.Events = NewEvents()
-	}
 	if opts.Doctor == nil {
 		opts.Doctor = func(ctx context.Context) prereqs.Report {
 			// Without a build, Doctor's findings are all in its report.
@@ -132,7 +132,7 @@ func New(o *orchestrator.Orchestrator, opts Options) *Server {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &Server{
-		o: o, opts: opts, log: log,
+		o: o, opts: opts, log: log, events: newEvents(),
 		leases:  map[string]*lease{},
 		tasks:   map[string]*taskEntry{},
 		samples: map[string]*sampleEntry{},
@@ -219,7 +219,7 @@ func (s *Server) openLease(ttl time.Duration) (*lease, error) {
 	if ttl <= 0 {
 		ttl = s.opts.LeaseTTL
 	}
-	l := &lease{id: newID("l-"), ttl: ttl, expires: time.Now().Add(ttl)}
+	l := &lease{id: newID("l-"), ttl: ttl, expires: time.Now().Add(ttl), ended: make(chan struct{})}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -243,6 +243,17 @@ func (s *Server) heartbeat(id string) (lease, error) {
 	return *l, nil
 }
 
+// leaseEnded is the channel closed when a live lease ends; an unknown lease is not_found.
+func (s *Server) leaseEnded(id string) (<-chan struct{}, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.leases[id]
+	if !ok {
+		return nil, notFound(fmt.Sprintf("lease %s: no such lease (expired or closed)", id))
+	}
+	return l.ended, nil
+}
+
 // expire ends a lease and removes what it owns. A timer's expiry (force false) checks the
 // deadline again, since a heartbeat may have raced the timer. It returns false when there was
 // no such lease.
@@ -254,6 +265,7 @@ func (s *Server) expire(id string, force bool) bool {
 		return ok
 	}
 	l.timer.Stop()
+	close(l.ended)
 	delete(s.leases, id)
 	var samples []*sampleEntry
 	for p, e := range s.samples {

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/composebox/composebox/compose"
 	"github.com/composebox/composebox/orchestrator"
 )
 
@@ -63,9 +62,9 @@ type Pool struct {
 	Failures int    `json:"failures"`
 }
 
-// spec turns the request into a task spec. Paths name the server's host, whose working
-// directory means nothing to a client, so they must be absolute.
-func (req TaskRequest) spec() (orchestrator.TaskSpec, error) {
+// spec turns the request into a task spec, within the server's ceiling. Paths name the
+// server's host, whose working directory means nothing to a client, so they must be absolute.
+func (req TaskRequest) spec(c Ceiling) (orchestrator.TaskSpec, error) {
 	const op = "init task"
 	if req.ComposeYAML != "" && req.Path != "" {
 		return orchestrator.TaskSpec{}, invalid(op + ": give compose_yaml or path, not both")
@@ -85,9 +84,7 @@ func (req TaskRequest) spec() (orchestrator.TaskSpec, error) {
 		Name:           req.Name,
 		Path:           req.Path,
 		Files:          req.Files,
-		WorkingDir:     req.WorkingDir,
 		Environment:    req.Env,
-		PassEnv:        req.PassEnv,
 		Profiles:       req.Profiles,
 		DefaultService: req.DefaultService,
 		AgentImage:     req.AgentImage,
@@ -99,28 +96,8 @@ func (req TaskRequest) spec() (orchestrator.TaskSpec, error) {
 	if req.ComposeYAML != "" {
 		spec.YAML = []byte(req.ComposeYAML)
 	}
-	if req.Policy != nil {
-		p := compose.DefaultPolicy()
-		for _, kind := range req.Policy.Allow {
-			if err := p.Allow(kind); err != nil {
-				return spec, invalid(fmt.Sprintf("%s: policy.allow: %v", op, err))
-			}
-		}
-		for _, c := range req.Policy.AllowCapabilities {
-			if c == "" {
-				return spec, invalid(op + ": policy.allow_capabilities: empty capability")
-			}
-			if !slices.Contains(p.AllowCapabilities, c) {
-				p.AllowCapabilities = append(p.AllowCapabilities, c)
-			}
-		}
-		for _, root := range req.Policy.AllowedMountRoots {
-			if !filepath.IsAbs(root) {
-				return spec, invalid(fmt.Sprintf("%s: policy.allowed_mount_roots: %q is not an absolute path", op, root))
-			}
-			p.AllowedMountRoots = append(p.AllowedMountRoots, root)
-		}
-		spec.Policy = &p
+	if err := c.narrow(req, &spec); err != nil {
+		return orchestrator.TaskSpec{}, err
 	}
 	return spec, nil
 }
@@ -156,13 +133,14 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, &req, s.opts.MaxJSONBody, false); err != nil {
 		return err
 	}
-	spec, err := req.spec()
+	spec, err := req.spec(s.opts.Ceiling)
 	if err != nil {
 		return err
 	}
+	spec.Observer = s.events.observer(leaseID)
 	task, err := s.o.TaskInit(r.Context(), spec)
 	if err != nil {
-		return err
+		return s.opts.Ceiling.serverOptIns(err)
 	}
 	e := &taskEntry{id: task.Name() + "-" + newID("")[:8], lease: leaseID, task: task}
 	s.mu.Lock()

@@ -23,7 +23,35 @@ const (
 	AdaptFixedName AdaptationKind = "fixed_name"
 	// AdaptProjectName: ${COMPOSE_PROJECT_NAME} was the sample's project name.
 	AdaptProjectName AdaptationKind = "project_name"
+	// AdaptBridgeNetwork: network_mode bridge (or default) became the sample's own bridge
+	// network, the project's default one, instead of the engine's shared default bridge.
+	AdaptBridgeNetwork AdaptationKind = "bridge_network"
 )
+
+// EngineBridgeExtension, set to true on a service with network_mode bridge, asks for the
+// engine's shared default bridge (docker0) itself, as docker compose gives it: the network every
+// container of the host is on, which the host firewall does not cover, so the policy's
+// host-access opt-in must allow it. Without it, network_mode bridge runs on a bridge network of
+// the sample's own, with links and names working as they do on the engine's.
+const EngineBridgeExtension = "x-composebox-engine-bridge"
+
+// bridgeMode reports network_mode bridge or default, both of which name the engine's default
+// bridge on Linux.
+func bridgeMode(mode string) bool {
+	m := strings.ToLower(strings.TrimSpace(mode))
+	return m == "bridge" || m == "default"
+}
+
+// wantsEngineBridge reports a service that sets EngineBridgeExtension to true.
+func wantsEngineBridge(s types.ServiceConfig) bool {
+	switch v := s.Extensions[EngineBridgeExtension].(type) {
+	case bool:
+		return v
+	case string:
+		return strings.EqualFold(strings.TrimSpace(v), "true")
+	}
+	return false
+}
 
 // Adaptation is one change Normalize made to a sample's project, where the file as written
 // would have made parallel samples collide or share.
@@ -71,6 +99,11 @@ func loopbackPorts(ports []types.ServicePortConfig) []types.ServicePortConfig {
 // reports each change. It runs after the resources are renamed for the sample (renameResources),
 // so that only the names the file fixed are left to prefix.
 func adapt(p *types.Project, report func(Adaptation)) {
+	for _, name := range p.ServiceNames() {
+		if s := p.Services[name]; bridgeMode(s.NetworkMode) && !wantsEngineBridge(s) {
+			ownBridge(p, name, report)
+		}
+	}
 	for _, key := range sortedKeys(p.Networks) {
 		n := p.Networks[key]
 		switch {
@@ -137,6 +170,28 @@ func adapt(p *types.Project, report func(Adaptation)) {
 		s.Ports = loopbackPorts(s.Ports)
 		p.Services[name] = s
 	}
+}
+
+// ownBridge moves a service on network_mode bridge to the project's default network, a bridge
+// that composebox creates for the sample, firewalls off the host and removes with it, instead of
+// the engine's default bridge, which every container on the host shares. links work there too
+// (compose sets them on the network), and the other services reach it by name as they would
+// through links.
+func ownBridge(p *types.Project, name string, report func(Adaptation)) {
+	s := p.Services[name]
+	was := s.NetworkMode
+	s.NetworkMode = ""
+	s.Networks = map[string]*types.ServiceNetworkConfig{"default": nil}
+	p.Services[name] = s
+	if _, ok := p.Networks["default"]; !ok {
+		if p.Networks == nil {
+			p.Networks = types.Networks{}
+		}
+		p.Networks["default"] = types.NetworkConfig{Name: p.Name + "_default"}
+	}
+	report(Adaptation{Kind: AdaptBridgeNetwork, Service: name, From: was, To: p.Networks["default"].Name,
+		Message: fmt.Sprintf("service %q: network_mode %s runs on the sample's own bridge network %q, not the engine's shared one (links kept)",
+			name, was, p.Networks["default"].Name)})
 }
 
 // fixedName reports a network or volume name the file fixed, rather than one derived from the

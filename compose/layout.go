@@ -204,13 +204,18 @@ func resolveLayout(abs string, isDir bool) (*Resolution, bool, error) {
 // Dockerfile of main in environment/, and environment/'s compose file, merged on top of main.
 func resolveHarbor(dir string) (*Resolution, error) {
 	tomlPath := filepath.Join(dir, harborTaskFile)
+	if real, root := ResolvePath(tomlPath), ResolvePath(dir); !Within(real, root) {
+		// Never read: a parse error would quote what it holds.
+		return nil, &PolicyError{Op: "resolve " + dir, Violations: []Violation{{Field: harborTaskFile, Value: tomlPath, Rule: "host-path",
+			Why: "resolves to " + real + ", outside the task directory " + root}}}
+	}
 	data, err := readLimited(tomlPath, defaultLimits.MaxFileSize)
 	if err != nil {
 		return nil, errdefs.Wrap(ErrInvalidConfig, err, "resolve "+tomlPath)
 	}
 	tree, err := toml.LoadBytes(data)
 	if err != nil {
-		return nil, errdefs.New(ErrInvalidConfig, fmt.Sprintf("resolve %s: %v", tomlPath, err))
+		return nil, errdefs.New(ErrInvalidConfig, fmt.Sprintf("resolve %s: %s", tomlPath, boundEcho(err.Error())))
 	}
 	name := filepath.Base(dir)
 	if n, ok := tree.Get("task.name").(string); ok && strings.TrimSpace(n) != "" {

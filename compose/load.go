@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/compose-spec/compose-go/v2/dotenv"
 	"github.com/compose-spec/compose-go/v2/loader"
@@ -173,6 +174,10 @@ func load(ctx context.Context, r *Resolution, opts LoadOptions) (*loaded, error)
 		} else if len(r.Files) == 0 {
 			return nil, errdefs.New(ErrInvalidConfig, "load: resolution names no compose file")
 		}
+		if refused := checkComposeFiles(r.Files, conf); len(refused) > 0 {
+			// Never read: its contents would come back in the parse error.
+			return &loaded{op: "check " + strings.Join(r.Files, ", "), problems: refused}, nil
+		}
 		for _, f := range r.Files {
 			data, err := set.read(f)
 			if err != nil {
@@ -307,6 +312,21 @@ func load(ctx context.Context, r *Resolution, opts LoadOptions) (*loaded, error)
 	return l, nil
 }
 
+// checkComposeFiles refuses, before anything reads them, the compose files (the resolved one
+// and every -f) that do not resolve inside the allowed roots: a task directory whose
+// compose.yaml is a symlink to a host file, or a file in a directory that cannot be a root
+// (/etc/shadow named as the task). Only where the path resolves to is named, never what the
+// file holds.
+func checkComposeFiles(files []string, conf *confiner) []Violation {
+	var out []Violation
+	for _, f := range files {
+		if v := conf.check(f, false); v.rule != "" {
+			out = append(out, Violation{Field: "compose file", Value: f, Rule: v.rule, Why: v.explain(f), OptIn: v.optIn})
+		}
+	}
+	return out
+}
+
 // checkEnvFiles checks the env files of every service before they are read: inside the allowed
 // roots (the policy walk reports those that are not), regular and within the size limit.
 func checkEnvFiles(p *types.Project, conf *confiner, maxSize int64) (out []Violation, bad bool) {
@@ -433,7 +453,7 @@ func (s *fileSet) read(path string) ([]byte, error) {
 func (s *fileSet) add(name string, data []byte) error {
 	docs, err := parseYAML(data, s.lim)
 	if err != nil {
-		return &loadError{msg: fmt.Sprintf("load %s: %v", name, err), cause: err}
+		return &loadError{msg: fmt.Sprintf("load %s: %s", name, boundEcho(err.Error())), cause: err}
 	}
 	s.order = append(s.order, name)
 	s.docs[name] = docs
@@ -670,7 +690,38 @@ func (s *fileSet) wrap(err error, files []types.ConfigFile) error {
 	if line > 0 {
 		out += fmt.Sprintf("line %d: ", line)
 	}
-	return &loadError{msg: out + msg, cause: err}
+	return &loadError{msg: out + boundEcho(msg), cause: err}
+}
+
+// Bounds on what an error may quote of a file: a file that is not compose YAML at all (a
+// host file named as the task, a log) would otherwise come back whole in compose-go's
+// "additional properties '...' not allowed".
+const (
+	maxQuoted     = 40  // runes of one quoted value
+	maxLoadErrMsg = 600 // bytes of the message
+)
+
+var reEchoed = regexp.MustCompile(`'[^'\n]*'|"[^"\n]*"|` + "`[^`\n]*`")
+
+// boundEcho cuts each quoted value of a loader's message to maxQuoted runes and the message
+// to maxLoadErrMsg bytes, and replaces bytes that are not UTF-8.
+func boundEcho(msg string) string {
+	msg = strings.ToValidUTF8(msg, "\uFFFD")
+	msg = reEchoed.ReplaceAllStringFunc(msg, func(q string) string {
+		inner := []rune(q[1 : len(q)-1])
+		if len(inner) <= maxQuoted {
+			return q
+		}
+		return q[:1] + string(inner[:maxQuoted]) + "…" + q[len(q)-1:]
+	})
+	if len(msg) > maxLoadErrMsg {
+		cut := maxLoadErrMsg
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = fmt.Sprintf("%s… (%d more bytes)", msg[:cut], len(msg)-cut)
+	}
+	return msg
 }
 
 func describeFiles(files []types.ConfigFile) string {

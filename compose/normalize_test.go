@@ -286,6 +286,73 @@ volumes:
 	}
 }
 
+// compose's own network-links fixture: network_mode bridge runs on the sample's own default
+// network, which Normalize adds (labelled, named for the sample), with links and container_name
+// aliases kept; a service that asks for the engine's bridge (allowed by the caller) keeps it.
+func TestNormalizeOwnBridge(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"compose.yaml": `services:
+  container1:
+    image: busybox
+    network_mode: bridge
+    container_name: first
+  container2:
+    image: busybox
+    network_mode: default
+    links:
+      - container1
+    x-default: true
+  legacy:
+    image: busybox
+    network_mode: bridge
+    x-composebox-engine-bridge: true
+`})
+	in := mustLoad(t, dir, LoadOptions{Policy: &Policy{AllowHostAccess: true}})
+	var got []Adaptation
+	p, err := Normalize(in, NormalizeOptions{Name: "cbx-x-1", OnAdapt: func(a Adaptation) { got = append(got, a) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"container1", "container2"} {
+		s := p.Services[name]
+		if _, ok := s.Networks["default"]; s.NetworkMode != "" || !ok || len(s.Networks) != 1 {
+			t.Errorf("%s: network_mode %q networks %v, want the project's default network only", name, s.NetworkMode, s.Networks)
+		}
+	}
+	if n := p.Networks["default"]; n.Name != "cbx-x-1_default" || bool(n.External) || n.Labels[labels.LabelManaged] != "true" {
+		t.Errorf("network default = %+v, want the sample's own, labelled", n)
+	}
+	if l := p.Services["container2"].Links; !slices.Equal(l, []string{"container1"}) {
+		t.Errorf("container2 links = %v", l)
+	}
+	if a := p.Services["container1"].Networks["default"]; a == nil || !slices.Contains(a.Aliases, "first") {
+		t.Errorf("container1's container_name is not an alias on the default network: %+v", a)
+	}
+	if s := p.Services["legacy"]; s.NetworkMode != "bridge" || len(s.Networks) != 0 {
+		t.Errorf("legacy: network_mode %q networks %v, want the engine's bridge", s.NetworkMode, s.Networks)
+	}
+	if in.Services["container1"].NetworkMode != "bridge" || in.Networks["default"].Name != "" {
+		t.Error("Normalize changed its input")
+	}
+	var bridged []string
+	for _, a := range got {
+		if a.Kind == AdaptBridgeNetwork {
+			bridged = append(bridged, a.Message)
+		}
+	}
+	want := []string{
+		`service "container1": network_mode bridge runs on the sample's own bridge network "cbx-x-1_default", not the engine's shared one (links kept)`,
+		`service "container2": network_mode default runs on the sample's own bridge network "cbx-x-1_default", not the engine's shared one (links kept)`,
+	}
+	if !slices.Equal(bridged, want) {
+		t.Errorf("adaptations %q, want %q", bridged, want)
+	}
+	var again []Adaptation
+	if _, err := Normalize(p, NormalizeOptions{Name: "cbx-x-1", OnAdapt: func(a Adaptation) { again = append(again, a) }}); err != nil || len(again) != 0 {
+		t.Errorf("normalizing again: %v, %v", again, err)
+	}
+}
+
 func TestProjectName(t *testing.T) {
 	valid := regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 	tests := []struct{ task, id, want string }{

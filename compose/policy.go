@@ -88,6 +88,12 @@ type Policy struct {
 	// the host's network. A URL whose host is loopback, link-local, private or one of the
 	// host's own addresses stays denied.
 	AllowAddURL bool `json:"allow_add_url,omitempty" yaml:"allow_add_url,omitempty"`
+	// AllowHostRoutes (host-routes) permits a network subnet, IP range, gateway or fixed
+	// container address (ipam.config, ipv4_address, ipv6_address) that overlaps a route or an
+	// address of the host, or lies outside private address space. While the sample lives, the
+	// host would send traffic for those addresses to the sample instead: a LAN service, a
+	// public one, the cloud's metadata address.
+	AllowHostRoutes bool `json:"allow_host_routes,omitempty" yaml:"allow_host_routes,omitempty"`
 	// AllowCapabilities lists capabilities permitted in cap_add beyond Docker's default set
 	// (with or without CAP_, any case); "ALL" permits every capability.
 	AllowCapabilities []string `json:"allow_capabilities,omitempty" yaml:"allow_capabilities,omitempty"`
@@ -140,6 +146,7 @@ var allowKinds = []allowKind{
 	{"public-ports", "published ports on a host address other than loopback", func(p *Policy) *bool { return &p.AllowPublicPorts }},
 	{"host-access", "traffic from samples and builds to the host's own addresses", func(p *Policy) *bool { return &p.AllowHostAccess }},
 	{"add-url", "ADD of a URL in a Dockerfile (never to the host's own, loopback, link-local or private addresses)", func(p *Policy) *bool { return &p.AllowAddURL }},
+	{"host-routes", "network subnets and fixed addresses that overlap the host's routes or addresses, or lie outside private space", func(p *Policy) *bool { return &p.AllowHostRoutes }},
 }
 
 // AllowKinds lists the opt-in names `--allow KIND` accepts, in a stable order.

@@ -142,11 +142,14 @@ func ruleNamespaces(c *checker, at site, v reflect.Value) {
 		if _, ok := c.proj.Services[name]; !ok {
 			c.invalid(at.path, raw, "namespaces", "no service "+name+" in the project", "")
 		}
-	case network && (mode == "bridge" || mode == "default"):
-		// The engine's default bridge is shared with every container on the host, other samples
-		// included, and the host firewall does not cover it: it protects only the networks
-		// composebox creates. A service that needs a network gets the project's own by default.
-		c.deny(at.path, raw, "host-access", "the engine's default bridge, shared with every container on the host and not kept off the host")
+	case network && bridgeMode(mode):
+		// The sample's own bridge network stands in for the engine's default bridge (see
+		// ownBridge). The engine's own is shared with every container on the host, other
+		// samples included, and the host firewall does not cover it: it protects only the
+		// networks composebox creates. Asking for it takes the host-access opt-in.
+		if wantsEngineBridge(c.service()) {
+			c.deny(at.path, raw, "host-access", "the engine's shared default bridge ("+EngineBridgeExtension+"), shared with every container on the host and not kept off the host")
+		}
 	case network && mode == "none":
 	case network:
 		c.deny(at.path, raw, "other-containers", "joins the network "+raw+", outside the sample")

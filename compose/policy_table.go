@@ -433,6 +433,15 @@ func elemStruct(t reflect.Type) (reflect.Type, string, bool) {
 // walkProject checks every field set in the project against the table.
 func (c *checker) walkProject() {
 	c.walkStruct(reflect.ValueOf(c.proj).Elem(), "", "")
+	// Extensions are not walked; this one means something only beside network_mode bridge.
+	for _, name := range c.proj.ServiceNames() {
+		if s := c.proj.Services[name]; wantsEngineBridge(s) && !bridgeMode(s.NetworkMode) {
+			c.svc = name
+			c.invalid("services."+name+"."+EngineBridgeExtension, "true", "namespaces",
+				"asks for the engine's shared bridge without network_mode: bridge", "network_mode: bridge")
+		}
+	}
+	c.svc = ""
 }
 
 func join(prefix, name string) string {

@@ -260,9 +260,11 @@ func TestPolicyRules(t *testing.T) {
 		{"cap other not allowed", "    cap_add: [SYS_ADMIN]\n", Policy{AllowCapabilities: []string{"NET_ADMIN"}}, "capabilities [--allow-cap SYS_ADMIN]", "cap_add[0]"},
 		{"cap_drop", "    cap_drop: [ALL]\n", Policy{}, "", ""},
 		{"network none", "    network_mode: none\n", Policy{}, "", ""},
-		{"network bridge", "    network_mode: bridge\n", Policy{}, "host-access [--allow host-access]", "network_mode"},
-		{"network default", "    network_mode: default\n", Policy{}, "host-access [--allow host-access]", "network_mode"},
-		{"network bridge with host-access", "    network_mode: bridge\n", Policy{AllowHostAccess: true}, "", ""},
+		{"network bridge (the sample's own)", "    network_mode: bridge\n", Policy{}, "", ""},
+		{"network default (the sample's own)", "    network_mode: default\n", Policy{}, "", ""},
+		{"the engine's bridge", "    network_mode: bridge\n    x-composebox-engine-bridge: true\n", Policy{}, "host-access [--allow host-access]", "network_mode"},
+		{"the engine's bridge with host-access", "    network_mode: bridge\n    x-composebox-engine-bridge: true\n", Policy{AllowHostAccess: true}, "", ""},
+		{"the engine's bridge without network_mode", "    x-composebox-engine-bridge: \"true\"\n", Policy{AllowHostAccess: true}, "namespaces [network_mode: bridge]", "x-composebox-engine-bridge"},
 		{"network of a service", "    network_mode: service:web\n  web:\n    image: busybox\n", Policy{}, "", ""},
 		{"network of a named network", "    network_mode: someones_net\n", Policy{}, "other-containers [--allow other-containers]", "network_mode"},
 		{"pid of a service", "    pid: service:web\n  web:\n    image: busybox\n", Policy{}, "", ""},
@@ -617,7 +619,7 @@ func TestApplyDefaults(t *testing.T) {
 networks:
   back: {}
 `
-	hostAccess := &Policy{AllowHostAccess: true} // bridged is on the engine's default bridge
+	hostAccess := &Policy{AllowHostAccess: true}
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"compose.yaml": yml})
 	t.Run("no-op", func(t *testing.T) {

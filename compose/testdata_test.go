@@ -119,8 +119,14 @@ func TestLoadRefusesSpecialFiles(t *testing.T) {
 		t.Skip("no /dev/zero")
 	}
 	r := &Resolution{Source: SourceFile, Files: []string{"/dev/zero"}, WorkingDir: t.TempDir()}
-	if _, err := Load(t.Context(), r, LoadOptions{}); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "not a regular file") {
-		t.Errorf("Load(-f /dev/zero) = %v, want it refused", err)
+	if _, err := Load(t.Context(), r, LoadOptions{}); !errors.Is(err, ErrPolicyViolation) || !strings.Contains(err.Error(), "/dev/zero: outside the allowed roots") {
+		t.Errorf("Load(-f /dev/zero) = %v, want it refused as outside the roots", err)
+	}
+	// Even where any host path may be read, a special file is not opened.
+	anywhere := DefaultPolicy()
+	anywhere.AllowAnyMount = true
+	if _, err := Load(t.Context(), r, LoadOptions{Policy: &anywhere}); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("Load(-f /dev/zero) with any-mount = %v, want it refused", err)
 	}
 	for name, yml := range map[string]string{
 		"extends":       "services:\n  default:\n    extends:\n      file: /dev/zero\n      service: x\n",

@@ -231,3 +231,36 @@ func TestPoolExhaustedMessages(t *testing.T) {
 		t.Error("an overlap is not exhaustion")
 	}
 }
+
+// A host route in a routing table of its own (a VPN's, say) that lies in composebox's pool: the
+// subnets overlapping it are skipped, and once the rest are taken the pool is full, naming
+// the host's routes.
+func TestManagedSubnetSkipsHostRoutesOfEveryTable(t *testing.T) {
+	c := testutil.Docker(t)
+	testutil.HostRoute(t, "10.219.77.0/24", "", 52)
+	pool := testPool(t, "10.219.76.0/23", 25) // four /25s, two of them under the route
+	e, err := New(c, WithSubnets(Subnets{Pool: pool.Base, Bits: pool.Bits}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("cbx-routes-%d", time.Now().UnixNano()%1e6)
+	t.Cleanup(func() { _, _ = e.Down(context.Background(), name, DownOptions{}) })
+	p := smokeProject(t, name, "unused", map[string]types.ServiceConfig{"default": {}})
+	for _, k := range []string{"a", "b", "c"} {
+		p.Networks[k] = types.NetworkConfig{Name: name + "_" + k, Labels: testutil.Labels(t)}
+	}
+	delete(p.Networks, "default")
+	_, err = e.createNetworks(t.Context(), p)
+	if !errors.Is(err, ErrAddressPool) || !strings.Contains(err.Error(), "host's routes") {
+		t.Errorf("a third network from the two subnets clear of the route: err = %v, want ErrAddressPool naming the host's routes", err)
+	}
+	got := networkSubnets(t, c, name)
+	if len(got) != 2 {
+		t.Fatalf("subnets = %v, want the two clear of the route", got)
+	}
+	for _, s := range got {
+		if netip.MustParsePrefix(s).Overlaps(netip.MustParsePrefix("10.219.77.0/24")) {
+			t.Errorf("managed subnet %s shadows the host's route to 10.219.77.0/24", s)
+		}
+	}
+}

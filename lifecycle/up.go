@@ -32,6 +32,10 @@ type UpOptions struct {
 	// rule before any container starts, and a host where that cannot be done fails the Up
 	// with ErrHostFirewall.
 	HostAccess bool
+	// HostRoutes lets the project's own subnets and fixed addresses overlap the host's routes
+	// and addresses, or lie outside private address space (the policy's host-routes). Without
+	// it such a project fails before any network exists, with a compose.PolicyError.
+	HostRoutes bool
 }
 
 // createTimeout bounds the create phase, which runs detached from the caller's context.
@@ -58,6 +62,11 @@ func (e *Engine) Up(ctx context.Context, p *types.Project, opts UpOptions) error
 	}
 	if opts.OnProgress != nil {
 		defer e.out.subscribe(p.Name, p.ServiceNames(), opts.OnProgress)()
+	}
+	if !opts.HostRoutes {
+		if err := e.checkHostRoutes(ctx, p); err != nil {
+			return fmt.Errorf("up project %s: %w", p.Name, err)
+		}
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancel()

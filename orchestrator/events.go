@@ -44,3 +44,24 @@ type Event struct {
 
 // Observer receives events. It is called synchronously, so it must not block.
 type Observer func(Event)
+
+// emit reports e to the orchestrator's observer and to the task's own (TaskSpec.Observer).
+func (t *Task) emit(e Event) {
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	t.o.emit(e)
+	if t.spec.Observer != nil {
+		t.spec.Observer(e)
+	}
+}
+
+// emit reports e as an event of the sample's task, or to the orchestrator's observer alone for
+// a sample that has no task (one found with Open).
+func (s *Sample) emit(e Event) {
+	if s.task != nil {
+		s.task.emit(e)
+		return
+	}
+	s.o.emit(e)
+}

@@ -437,3 +437,51 @@ func TestFakePoolDropsASampleThatDiesBeforeItJoins(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Two tasks of the same name, each with its own observer: each observer gets its own task's
+// events (ready, sample started, healthy, removed) and none of the other's; the orchestrator's
+// observer still gets them all.
+func TestFakeTaskObserverSeesItsOwnTaskOnly(t *testing.T) {
+	_, o, all := newFake(t)
+	type seen struct {
+		mu     sync.Mutex
+		events []orchestrator.Event
+	}
+	observe := func(s *seen) orchestrator.Observer {
+		return func(e orchestrator.Event) { s.mu.Lock(); s.events = append(s.events, e); s.mu.Unlock() }
+	}
+	var a, b seen
+	removed := all.of(orchestrator.EventSampleRemoved)
+	ta := fakeTask(t, o, orchestrator.TaskSpec{Name: "same", Observer: observe(&a)})
+	tb := fakeTask(t, o, orchestrator.TaskSpec{Name: "same", Observer: observe(&b)})
+	var projects [2]string
+	for i, task := range []*orchestrator.Task{ta, tb} {
+		s, err := task.SampleInit(t.Context(), orchestrator.SampleSpec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		projects[i] = s.Project()
+		if err := s.Cleanup(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if e := <-removed; e.Project != s.Project() {
+			t.Fatalf("the orchestrator's observer: %+v, want %s removed", e, s.Project())
+		}
+	}
+	for i, s := range []*seen{&a, &b} {
+		s.mu.Lock()
+		kinds := map[orchestrator.EventKind]bool{}
+		for _, e := range s.events {
+			if e.Project != "" && e.Project != projects[i] {
+				t.Errorf("task %d's observer got an event of the other task's sample: %+v", i, e)
+			}
+			kinds[e.Kind] = true
+		}
+		s.mu.Unlock()
+		for _, k := range []orchestrator.EventKind{orchestrator.EventTaskReady, orchestrator.EventSampleStarted, orchestrator.EventSampleHealthy, orchestrator.EventSampleRemoved} {
+			if !kinds[k] {
+				t.Errorf("task %d's observer missed %s: %v", i, k, kinds)
+			}
+		}
+	}
+}

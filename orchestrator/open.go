@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/orchestrator/backend"
@@ -37,8 +39,26 @@ func (o *Orchestrator) Open(ctx context.Context, project string) (*Sample, error
 			defaultService = c.Labels[labels.ComposeServiceLabel]
 		}
 	}
+	// The running containers are inspected at once: each inspect is a round trip to the engine,
+	// and a CLI verb on a live sample (exec, cp) waits for them all before it starts.
+	infos := make([]backend.ContainerInfo, len(list))
+	var g errgroup.Group
+	for i, c := range list {
+		if c.State == "running" {
+			g.Go(func() (err error) {
+				infos[i], err = o.backend.Inspect(ctx, c.ID)
+				if err != nil {
+					return errdefs.Wrap(errdefs.ErrUnavailable, err, fmt.Sprintf("open %s: inspect %s", project, c.ID[:min(12, len(c.ID))]))
+				}
+				return nil
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
 	var dead []string
-	for _, c := range list {
+	for i, c := range list {
 		service := c.Labels[labels.ComposeServiceLabel]
 		if c.State != "running" {
 			d, derr := o.backend.Diagnose(ctx, backend.Target{Container: c.ID, Service: service})
@@ -49,10 +69,7 @@ func (o *Orchestrator) Open(ctx context.Context, project string) (*Sample, error
 			dead = append(dead, service+": "+d.String())
 			continue
 		}
-		info, err := o.backend.Inspect(ctx, c.ID)
-		if err != nil {
-			return nil, errdefs.Wrap(errdefs.ErrUnavailable, err, fmt.Sprintf("open %s: inspect %s", project, c.ID[:min(12, len(c.ID))]))
-		}
+		info := infos[i]
 		if !info.Running {
 			d, _ := o.backend.Diagnose(ctx, backend.Target{Container: c.ID, Service: service})
 			s.markStopped(service, d)

@@ -130,7 +130,7 @@ func (t *Task) Prewarm(ctx context.Context, n int) error {
 		return cbxerr.New(cbxerr.ErrInvalidConfig, fmt.Sprintf("prewarm %s: negative pool size %d", t.name, n))
 	}
 	if ok, why := t.Poolable(); !ok {
-		t.o.emit(Event{Kind: EventPoolRefused, Task: t.name, Message: why})
+		t.emit(Event{Kind: EventPoolRefused, Task: t.name, Message: why})
 		return cbxerr.New(cbxerr.ErrInvalidConfig, fmt.Sprintf("prewarm %s: the task cannot be pooled: %s", t.name, why))
 	}
 	t.mu.Lock()
@@ -329,7 +329,7 @@ func (p *pool) fill(slot *slot) {
 	if err == nil {
 		// After it joined, so that whoever sees the event finds it in the pool; a take waits
 		// for the event (see announced), so that no observer sees it taken before it was warm.
-		t.o.emit(Event{Kind: EventPoolWarm, Task: t.name, Sample: id, Project: project})
+		t.emit(Event{Kind: EventPoolWarm, Task: t.name, Sample: id, Project: project})
 		close(s.announced)
 	} else if s != nil {
 		// Its warm marker failed, it died, or the pool is ending: nobody will take it.
@@ -339,7 +339,7 @@ func (p *pool) fill(slot *slot) {
 	p.nudge()
 	if err != nil {
 		if p.ctx.Err() == nil {
-			t.o.emit(Event{Kind: EventPoolRefillFailed, Task: t.name, Err: err})
+			t.emit(Event{Kind: EventPoolRefillFailed, Task: t.name, Err: err})
 		}
 	}
 }
@@ -542,8 +542,8 @@ func (t *Task) slotOrWarm(ctx context.Context, spec SampleSpec) (*slot, *Sample,
 
 // taken records a sample SampleInit took from a pool.
 func (t *Task) taken(s *Sample, start time.Time) {
-	t.o.emit(Event{Kind: EventPoolTaken, Task: t.name, Sample: s.id, Project: s.project, Duration: time.Since(start)})
-	t.o.emit(Event{Kind: EventSampleHealthy, Task: t.name, Sample: s.id, Project: s.project, Duration: time.Since(start)})
+	t.emit(Event{Kind: EventPoolTaken, Task: t.name, Sample: s.id, Project: s.project, Duration: time.Since(start)})
+	t.emit(Event{Kind: EventSampleHealthy, Task: t.name, Sample: s.id, Project: s.project, Duration: time.Since(start)})
 }
 
 // takeShared takes, when TakeShared is set, a ready sample from the pool another live process

@@ -18,6 +18,7 @@ import (
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/compose"
 	cbxerr "github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/internal/hostdir"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
 
@@ -171,7 +172,7 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 			err = cbxerr.Wrap(cbxerr.ErrUnavailable, err, fmt.Sprintf("task %s is being cleaned up", t.name))
 		}
 		err = fmt.Errorf("sample init %s: %w", s.project, err)
-		t.o.emit(Event{Kind: EventSampleFailed, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start), Err: err})
+		t.emit(Event{Kind: EventSampleFailed, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start), Err: err})
 		if !spec.KeepOnFailure {
 			if cerr := s.Cleanup(ctx); cerr != nil {
 				t.o.cfg.log.Warn("teardown of failed sample", "project", s.project, "err", cerr)
@@ -182,7 +183,7 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 	wait := backend.WaitOptions{
 		Timeout: cmp.Or(spec.ReadyTimeout, t.spec.ReadyTimeout),
 		OnReady: func(st backend.ServiceState) {
-			t.o.emit(Event{Kind: EventServiceReady, Task: t.name, Sample: id, Project: s.project, Service: st.Service, Duration: time.Since(start)})
+			t.emit(Event{Kind: EventServiceReady, Task: t.name, Sample: id, Project: s.project, Service: st.Service, Duration: time.Since(start)})
 		},
 	}
 	// The host paths were checked when the task was loaded; a directory swapped for a symlink
@@ -195,16 +196,16 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 	var onProgress func(service, status string)
 	if t.o.cfg.observed {
 		onProgress = func(service, status string) {
-			t.o.emit(Event{Kind: EventServiceProgress, Task: t.name, Sample: id, Project: s.project, Service: service, Message: status, Duration: time.Since(start)})
+			t.emit(Event{Kind: EventServiceProgress, Task: t.name, Sample: id, Project: s.project, Service: service, Message: status, Duration: time.Since(start)})
 		}
 	}
 	if err := t.place(ctx, s, p); err != nil {
 		return fail(err)
 	}
-	if err := t.o.backend.Up(ctx, p, backend.UpOptions{Wait: wait, OnProgress: onProgress, HostAccess: t.policy.AllowHostAccess}); err != nil {
+	if err := t.o.backend.Up(ctx, p, backend.UpOptions{Wait: wait, OnProgress: onProgress, HostAccess: t.policy.AllowHostAccess, HostRoutes: t.policy.AllowHostRoutes}); err != nil {
 		return fail(err)
 	}
-	t.o.emit(Event{Kind: EventSampleStarted, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start)})
+	t.emit(Event{Kind: EventSampleStarted, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start)})
 	states, err := t.o.backend.Wait(ctx, p, wait)
 	if err != nil {
 		return fail(err)
@@ -235,7 +236,7 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 	if len(s.sandboxes) == 0 || !s.sandboxes[0].isDefault {
 		return fail(cbxerr.New(cbxerr.ErrUnavailable, fmt.Sprintf("default service %s is not running", t.defaultService)))
 	}
-	t.o.emit(Event{Kind: EventSampleHealthy, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start)})
+	t.emit(Event{Kind: EventSampleHealthy, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start)})
 	return s, nil
 }
 
@@ -252,7 +253,7 @@ func (t *Task) place(ctx context.Context, s *Sample, p *types.Project) error {
 		return err
 	}
 	s.engine = where.Engine
-	t.o.emit(Event{Kind: EventSamplePlaced, Task: t.name, Sample: s.id, Project: s.project, Engine: where.Engine, Message: where.Reason})
+	t.emit(Event{Kind: EventSamplePlaced, Task: t.name, Sample: s.id, Project: s.project, Engine: where.Engine, Message: where.Reason})
 	return nil
 }
 
@@ -276,8 +277,8 @@ func (t *Task) sampleProject(ctx context.Context, s *Sample, spec SampleSpec) (*
 		if err := t.checkImageOwners(ctx, p); err != nil {
 			return nil, err
 		}
-		for _, dir := range vars.Referenced(p) {
-			if err := makeSampleDir(dir); err != nil {
+		if dirs := vars.Referenced(p); len(dirs) > 0 {
+			if err := makeSampleDirs(t.o.sampleDir(s.project), dirs); err != nil {
 				return nil, err
 			}
 		}
@@ -302,7 +303,7 @@ func (t *Task) sampleProject(ctx context.Context, s *Sample, spec SampleSpec) (*
 	}
 	for _, a := range adapted {
 		t.o.cfg.log.Log(ctx, level, "adapted for parallel samples", "task", t.name, "project", s.project, "adaptation", a.Message)
-		t.o.emit(Event{Kind: EventAdapted, Task: t.name, Sample: s.id, Project: s.project, Service: a.Service, Message: a.Message})
+		t.emit(Event{Kind: EventAdapted, Task: t.name, Sample: s.id, Project: s.project, Service: a.Service, Message: a.Message})
 	}
 	// Mark the default service, so that a fresh process (`composebox exec -p`) finds it from
 	// labels alone.
@@ -317,17 +318,50 @@ func (t *Task) sampleProject(ctx context.Context, s *Sample, spec SampleSpec) (*
 	return np, nil
 }
 
-// makeSampleDir makes one of the directories a sample binds, writable by any user: the
-// container's user may be anyone, and the directory is the sample's alone.
-func makeSampleDir(dir string) error {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+// makeSampleDirs makes the directory of the sample's own (root) and, in it, the directories
+// its files bind (dirs), writable by any user: the container's user may be anyone, and they are
+// the sample's alone. root is mounted nosuid and nodev first, so that a setuid binary or a
+// device node an agent leaves in them is inert on the host; its removal (tracking.Forget)
+// unmounts it.
+func makeSampleDirs(root string, dirs []string) error {
+	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
 		return fmt.Errorf("make the sample's directory: %w", err)
 	}
-	if err := os.Mkdir(dir, 0o777); err != nil && !os.IsExist(err) {
+	if err := os.Mkdir(root, 0o755); err != nil && !os.IsExist(err) {
 		return fmt.Errorf("make the sample's directory: %w", err)
 	}
-	if err := os.Chmod(dir, 0o777); err != nil { // past the umask
+	if err := isDir(root); err != nil {
+		return err
+	}
+	if err := hostdir.MakeInert(root); err != nil {
 		return fmt.Errorf("make the sample's directory: %w", err)
+	}
+	for _, dir := range dirs {
+		if !compose.Within(dir, root) {
+			return fmt.Errorf("make the sample's directory: %s is not inside %s", dir, root)
+		}
+		if err := os.Mkdir(dir, 0o777); err != nil && !os.IsExist(err) {
+			return fmt.Errorf("make the sample's directory: %w", err)
+		}
+		// Never follow a symlink left in its place: the chmod would open up its target.
+		if err := isDir(dir); err != nil {
+			return err
+		}
+		if err := os.Chmod(dir, 0o777); err != nil { // past the umask
+			return fmt.Errorf("make the sample's directory: %w", err)
+		}
+	}
+	return nil
+}
+
+// isDir fails unless path is a directory itself, not a symlink to one.
+func isDir(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return fmt.Errorf("make the sample's directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("make the sample's directory: %s is a %s, not a directory", path, fi.Mode().Type())
 	}
 	return nil
 }
@@ -390,7 +424,7 @@ func (s *Sample) cleanup(dctx context.Context) error {
 		}
 	}
 	s.cleaned = cleanupErr == nil
-	s.o.emit(Event{Kind: EventSampleRemoved, Task: task, Sample: s.id, Project: s.project, Duration: time.Since(start), Err: cleanupErr})
+	s.emit(Event{Kind: EventSampleRemoved, Task: task, Sample: s.id, Project: s.project, Duration: time.Since(start), Err: cleanupErr})
 	return cleanupErr
 }
 

@@ -81,6 +81,12 @@ type TaskSpec struct {
 	// engines carrying every one of these labels (EngineConfig.Labels).
 	EngineLabels map[string]string
 
+	// Observer, when set, also receives this task's own events: its builds', its pool's and its
+	// samples', as the orchestrator's observer does (WithObserver). A server that runs tasks
+	// for several clients tells each client of its own tasks only. It is called synchronously,
+	// so it must not block.
+	Observer Observer
+
 	// TakeShared lets SampleInit, when this task's own pool has nothing ready, take a ready
 	// sample from the shared warm pool another live process keeps for the same task (same name
 	// and configuration), such as `composebox up --warm N`.
@@ -105,6 +111,9 @@ type Task struct {
 	// images maps each build service to the image built for it.
 	images         map[string]string
 	defaultService string
+	// identity is the task's name and directory as a hash, on its built images
+	// (taskIdentity): what makes an image this task's own.
+	identity string
 	// adaptedOnce is set once the first sample's adaptations were logged as warnings.
 	adaptedOnce atomic.Bool
 
@@ -176,6 +185,7 @@ func (o *Orchestrator) TaskInit(ctx context.Context, spec TaskSpec) (*Task, erro
 		return nil, fmt.Errorf("task init: %w", err)
 	}
 	t.name = taskName(spec, t.resolution)
+	t.identity = taskIdentity(t.name, t.resolution.WorkingDir)
 	if t.resolution.EgressOff {
 		// The task's own layout says it has no internet (Harbor's allow_internet = false).
 		t.policy.EgressOff = true
@@ -185,7 +195,7 @@ func (o *Orchestrator) TaskInit(ctx context.Context, spec TaskSpec) (*Task, erro
 		t.removePrivateDir()
 		return nil, fmt.Errorf("task init %s: %w", t.name, err)
 	}
-	o.emit(Event{Kind: EventTaskReady, Task: t.name, Duration: time.Since(start)})
+	t.emit(Event{Kind: EventTaskReady, Task: t.name, Duration: time.Since(start)})
 	if spec.Warm > 0 {
 		t.prewarmFromSpec(ctx, spec.Warm)
 	}
@@ -328,7 +338,7 @@ func (t *Task) prepareImages(ctx context.Context) error {
 		return err
 	}
 	t.images = map[string]string{}
-	lbl := map[string]string{labels.LabelManaged: "true", labels.LabelTask: t.name}
+	lbl := map[string]string{labels.LabelManaged: "true", labels.LabelTask: t.name, labels.LabelTaskIdentity: t.identity}
 	for _, b := range plan.Builds {
 		svc, err := t.project.GetService(b.Service)
 		if err != nil {
@@ -346,7 +356,7 @@ func (t *Task) prepareImages(ctx context.Context) error {
 				return err
 			}
 			if built {
-				t.o.emit(Event{Kind: EventImageBuilt, Task: t.name, Service: b.Service, Duration: time.Since(start)})
+				t.emit(Event{Kind: EventImageBuilt, Task: t.name, Service: b.Service, Duration: time.Since(start)})
 			}
 		}
 		t.images[b.Service] = b.Tag

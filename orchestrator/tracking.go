@@ -142,7 +142,7 @@ func (s *Sample) Detach(ctx context.Context) error {
 	if err := o.cache().PutSample(r); err != nil {
 		o.cfg.log.Warn("state cache: record sample", "project", s.project, "err", err)
 	}
-	o.emit(Event{Kind: EventSampleDetached, Task: task, Sample: s.id, Project: s.project})
+	s.emit(Event{Kind: EventSampleDetached, Task: task, Sample: s.id, Project: s.project})
 	return nil
 }
 

@@ -89,7 +89,11 @@ func Doctor(ctx context.Context, opts Options) Report {
 	}
 	checks = append(checks,
 		Check{Name: "daemon", Status: Pass, Detail: fmt.Sprintf("engine %s at %s", sys.ServerVersion, info.Host)},
-		health,
+		health)
+	if engine.PlainTCP(ctx, c, opts.PingTimeout) {
+		checks = append(checks, Check{Name: "engine_transport", Status: Warn, Detail: info.Host + " " + engine.PlainTCPRisk, Fix: engine.PlainTCPFix})
+	}
+	checks = append(checks,
 		Check{Name: "api_version", Status: Pass, Detail: fmt.Sprintf("%s (minimum %s, negotiated)", info.APIVersion, engine.MinAPIVersion)},
 		driverCheck(sys),
 		baseImageCheck(ctx, c, opts.Busybox),

@@ -13,6 +13,11 @@ const (
 	LabelManaged = "dev.composebox.managed"
 	// LabelTask names the task a resource (or a task's image) belongs to.
 	LabelTask = "dev.composebox.task"
+	// LabelTaskIdentity is, on a task's built image, the identity of the task it was built for:
+	// a hash of its name and its resolved task directory. A name is the file's to choose (a
+	// Harbor task.toml's [task] name); the directory is not, so the identity says whose image
+	// it is.
+	LabelTaskIdentity = "dev.composebox.task-identity"
 	// LabelSample names the sample a resource belongs to.
 	LabelSample = "dev.composebox.sample"
 	// LabelOwner is the owner value of the process that created a resource (see SelfOwner), or

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/composebox/composebox/internal/hostdir"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
 
@@ -201,7 +202,13 @@ func hash(s string) string {
 // directory (SampleDir) and its state cache record. Whatever removes a project calls it once
 // the project is gone; a project it knows nothing of is nothing to do.
 func Forget(stateDir, project string) error {
-	if err := os.RemoveAll(SampleDir(stateDir, project)); err != nil {
+	dir := SampleDir(stateDir, project)
+	// The directory is a nosuid,nodev mount of itself (orchestrator's makeSampleDirs); the
+	// removal follows no symlink and opens no file an agent left there.
+	if err := hostdir.Release(dir); err != nil {
+		return fmt.Errorf("remove the directory of %s: %w", project, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove the directory of %s: %w", project, err)
 	}
 	if err := OpenCache(stateDir).DeleteSample(project); err != nil {

@@ -15,7 +15,7 @@ func TestDeprecatedSpellingsStillWorkAndWarn(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "REGISTRY: '[reg.example/]'") {
 			t.Fatalf("config -e: exit %d, the value did not reach interpolation:\n%s%s", code, out, errOut)
 		}
-		if !strings.Contains(errOut, "level=WARN") || !strings.Contains(errOut, "-e/--env for interpolation is deprecated: use --var KEY=VAL") {
+		if !strings.Contains(errOut, "composebox: warn: ") || !strings.Contains(errOut, "-e/--env for interpolation is deprecated: use --var KEY=VAL") {
 			t.Errorf("config -e: no deprecation warning:\n%s", errOut)
 		}
 	})

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -168,14 +169,29 @@ func (g *globals) streamExec(ctx context.Context, sb *orchestrator.Sandbox, req 
 }
 
 // execJSON is the JSON shape of exec (and run) with --json: a fixed surface that scripts parse.
+// Output that is valid UTF-8 is text in stdout and stderr; output that is not is left out of
+// them and given, bytes unchanged, as base64 in stdout_base64 and stderr_base64 (as the server
+// gives output), so that a script tells them apart by the member present.
 type execJSON struct {
 	// Project is the sample run started, for run; exec leaves it out.
-	Project         string `json:"project,omitempty"`
-	ExitCode        int    `json:"exit_code"`
-	Stdout          string `json:"stdout"`
-	Stderr          string `json:"stderr"`
-	StdoutTruncated bool   `json:"stdout_truncated"`
-	StderrTruncated bool   `json:"stderr_truncated"`
+	Project string `json:"project,omitempty"`
+	// ExitCode is the process's exit code: the command's, or 124 when --timeout killed it.
+	ExitCode        int     `json:"exit_code"`
+	Stdout          *string `json:"stdout,omitempty"`
+	StdoutBase64    []byte  `json:"stdout_base64,omitempty"`
+	Stderr          *string `json:"stderr,omitempty"`
+	StderrBase64    []byte  `json:"stderr_base64,omitempty"`
+	StdoutTruncated bool    `json:"stdout_truncated"`
+	StderrTruncated bool    `json:"stderr_truncated"`
+}
+
+// outputJSON is b as text when it is valid UTF-8, else as bytes for base64.
+func outputJSON(b []byte) (*string, []byte) {
+	if utf8.Valid(b) {
+		s := string(b)
+		return &s, nil
+	}
+	return nil, b
 }
 
 // execOutcome records a finished exec as the result (its output too, unless it was streamed
@@ -189,8 +205,20 @@ func (g *globals) execOutcomeOf(project string, res orchestrator.ExecResult, err
 	if errors.As(err, &ee) {
 		res = ee.Result
 	}
-	ran := err == nil || ee != nil
-	if ran {
+	var outcome error
+	switch {
+	case err == nil:
+		if res.ExitCode != 0 {
+			outcome = exitError{code: res.ExitCode, silent: true}
+		}
+	case errors.Is(err, errdefs.ErrTimeout):
+		outcome = exitError{code: exitTimeout, err: err}
+	case errors.Is(err, errdefs.ErrPermission) && ee != nil:
+		outcome = exitError{code: exitCannotRun, err: err}
+	default:
+		outcome = err
+	}
+	if err == nil || ee != nil {
 		var text func(io.Writer) error
 		if !streamed {
 			text = func(w io.Writer) error {
@@ -199,19 +227,13 @@ func (g *globals) execOutcomeOf(project string, res orchestrator.ExecResult, err
 				return err
 			}
 		}
-		g.setResult(execJSON{Project: project, ExitCode: res.ExitCode, Stdout: res.StdoutText(), Stderr: res.StderrText(),
-			StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated}, text)
+		// One exit code: the one the process exits with (a command killed by --timeout died
+		// of SIGKILL, 137, but composebox exits 124).
+		doc := execJSON{Project: project, ExitCode: exitCode(outcome),
+			StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated}
+		doc.Stdout, doc.StdoutBase64 = outputJSON(res.Stdout)
+		doc.Stderr, doc.StderrBase64 = outputJSON(res.Stderr)
+		g.setResult(doc, text)
 	}
-	switch {
-	case err == nil:
-		if res.ExitCode != 0 {
-			return exitError{code: res.ExitCode, silent: true}
-		}
-		return nil
-	case errors.Is(err, errdefs.ErrTimeout):
-		return exitError{code: exitTimeout, err: err}
-	case errors.Is(err, errdefs.ErrPermission) && ee != nil:
-		return exitError{code: exitCannotRun, err: err}
-	}
-	return err
+	return outcome
 }

@@ -72,7 +72,7 @@ func TestComposeLogrusGoesThroughSlog(t *testing.T) {
 	}
 	logrus.WithField("service", "web").Warn("compose says hi")
 	logrus.Debug("too quiet")
-	if got := errb.String(); !strings.Contains(got, `level=WARN msg="compose says hi" from=compose service=web`) || strings.Contains(got, "too quiet") {
+	if got := errb.String(); !strings.Contains(got, `composebox: warn: compose says hi from=compose service=web`) || strings.Contains(got, "too quiet") {
 		t.Errorf("stderr %q", got)
 	}
 }

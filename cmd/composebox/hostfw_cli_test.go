@@ -65,7 +65,7 @@ func TestUpFailsClosedWithoutHostFirewall(t *testing.T) {
 	if n := strings.Count(msg, "--allow host-access"); n != 1 {
 		t.Errorf("the opt-out is named %d times, want once:\n%s", n, msg)
 	}
-	if strings.Contains(msg, "level=WARN") {
+	if strings.Contains(msg, "composebox: warn: ") {
 		t.Errorf("the failed sample's teardown warned:\n%s", msg)
 	}
 	if n := testutil.Resources(t, c, taskLabel(task)); n != 0 {

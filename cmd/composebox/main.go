@@ -9,9 +9,11 @@ import (
 	"syscall"
 
 	"github.com/composebox/composebox/cleanup/tracking"
+	"github.com/composebox/composebox/cmd/composebox/internal/initgc"
 )
 
 func main() {
+	initgc.Restore()
 	// A watchdog started by --reaper is this executable re-run: it must act as one before
 	// anything else happens.
 	if tracking.ReaperMain() {

@@ -81,6 +81,7 @@ func newRootCmd(g *globals) *cobra.Command {
 			return cmd.Help()
 		},
 	}
+	addVersionFlag(root)
 	addBackendFlags(root, &g.backend)
 	root.PersistentFlags().BoolVar(&g.JSON, "json", false, "machine-readable output on stdout")
 	root.PersistentFlags().StringVar(&g.LogLevel, "log-level", "warn", "log level on stderr: debug, info, warn, error")
@@ -145,12 +146,12 @@ func (g *globals) setup() error {
 		return usageError{fmt.Errorf("--progress %q: want auto, tty, plain or none", g.Progress)}
 	}
 	g.progress = newProgress(g.stderr, g.Progress)
-	g.log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+	g.log = slog.New(newLineHandler(g.stderr, level))
 	// The compose library warns through the global logrus; only the CLI decides where it goes:
 	// into the same slog logger as composebox's own lines, so stderr has one format.
 	logrus.SetOutput(io.Discard)
 	hooks := make(logrus.LevelHooks)
-	hooks.Add(logrusToSlog{g.log})
+	hooks.Add(logrusToSlog{g})
 	logrus.StandardLogger().ReplaceHooks(hooks)
 	switch {
 	case level <= slog.LevelDebug:
@@ -165,8 +166,9 @@ func (g *globals) setup() error {
 	return g.backend.setup(g)
 }
 
-// logrusToSlog forwards the compose library's logrus entries to composebox's logger.
-type logrusToSlog struct{ log *slog.Logger }
+// logrusToSlog forwards the compose library's logrus entries to composebox's logger (the one
+// in force when they come: a verb may replace it).
+type logrusToSlog struct{ g *globals }
 
 func (logrusToSlog) Levels() []logrus.Level { return logrus.AllLevels }
 
@@ -184,7 +186,7 @@ func (h logrusToSlog) Fire(e *logrus.Entry) error {
 	for k, v := range e.Data {
 		attrs = append(attrs, k, v)
 	}
-	h.log.Log(context.Background(), level, e.Message, attrs...)
+	h.g.log.Log(context.Background(), level, e.Message, attrs...)
 	return nil
 }
 

@@ -20,7 +20,7 @@ func TestConfigComposeRules(t *testing.T) {
 		t.Fatalf("unset-variable: exit %d\n%s%s", code, out, errOut)
 	}
 	if n := strings.Count(strings.TrimSpace(errOut), "\n"); n != 0 || !strings.Contains(errOut,
-		`level=WARN msg="variable is not set, defaulting to a blank string" variable=CBX_REGISTRY`) ||
+		`composebox: warn: variable is not set, defaulting to a blank string variable=CBX_REGISTRY`) ||
 		!strings.Contains(errOut, "unset-variable/compose.yaml line=5 ") || // its use, not the comment above that names it
 		!strings.Contains(errOut, `set_with="--var CBX_REGISTRY=VALUE, --env-file FILE or --pass-env CBX_REGISTRY"`) {
 		t.Errorf("stderr, want one warning naming CBX_REGISTRY and its flags:\n%s", errOut)

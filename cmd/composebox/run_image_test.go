@@ -54,7 +54,7 @@ func TestRunImageSeed002PassesExitCodeAndEditsLand(t *testing.T) {
 	// --json prints exec's shape; --workdir moves the workspace.
 	code, out, _ = runCLI(t, "--json", "run", "--image", img, "--task", task, "--workspace", ws, "--workdir", "/work", "--", "sh", "-c", "pwd; cat out.txt")
 	var res execJSON
-	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Stdout != "/work\nedited by cli\n" {
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Stdout == nil || *res.Stdout != "/work\nedited by cli\n" {
 		t.Errorf("--json: exit %d, %q", code, out)
 	}
 	code, _, _ = runCLI(t, "run", "--image", img, "--task", task, "--timeout", "300ms", "--", "sleep", "30")

@@ -69,8 +69,27 @@ func TestUpExecCpDown(t *testing.T) {
 	}
 	code, out, _ = runCLI(t, "exec", "--json", "-p", p, "--", "sh", "-c", "printf out; printf err >&2; exit 3")
 	var res execJSON
-	if code != 3 || json.Unmarshal([]byte(out), &res) != nil || res.ExitCode != 3 || res.Stdout != "out" || res.Stderr != "err" {
+	if code != 3 || json.Unmarshal([]byte(out), &res) != nil || res.ExitCode != 3 || res.Stdout == nil || *res.Stdout != "out" ||
+		res.Stderr == nil || *res.Stderr != "err" || res.StdoutBase64 != nil {
 		t.Errorf("exec --json: exit %d, %q", code, out)
+	}
+	// A command --timeout killed has one exit code in the document: the process's.
+	code, out, _ = runCLI(t, "exec", "--json", "-p", p, "--timeout", "1s", "--", "sleep", "30")
+	doc := oneDocument(t, out)
+	var e errorJSON
+	if code != exitTimeout || string(doc["exit_code"]) != "124" || json.Unmarshal(doc["error"], &e) != nil ||
+		e.Kind != "timeout" || e.ExitCode != exitTimeout {
+		t.Errorf("exec --json --timeout: exit %d, %s", code, out)
+	}
+	// Output that is not UTF-8 comes whole, as base64 in stdout_base64 and stderr_base64 in
+	// place of stdout and stderr; text beside it stays text.
+	code, out, _ = runCLI(t, "exec", "--json", "-p", p, "--", "sh", "-c", `printf 'a\377\000b'; printf 'fine' >&2`)
+	doc = oneDocument(t, out)
+	var raw []byte
+	var text string
+	if code != 0 || doc["stdout"] != nil || json.Unmarshal(doc["stdout_base64"], &raw) != nil || string(raw) != "a\xff\x00b" ||
+		json.Unmarshal(doc["stderr"], &text) != nil || text != "fine" || doc["stderr_base64"] != nil {
+		t.Errorf("exec --json of binary output: exit %d, %s", code, out)
 	}
 
 	host := filepath.Join(t.TempDir(), "f.bin")

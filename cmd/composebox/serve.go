@@ -6,16 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/composebox/composebox/api"
-	"github.com/composebox/composebox/orchestrator"
+	"github.com/composebox/composebox/compose"
 )
 
 type serveOptions struct {
@@ -28,6 +31,10 @@ type serveOptions struct {
 	Reaper       bool
 	DrainTimeout time.Duration
 	StdinEOF     bool
+	// Ceiling is what requests may ask for: the policy flags of a task (with --pass-env),
+	// read as the most a request may name, and TaskRoots.
+	Ceiling   taskFlags
+	TaskRoots []string
 }
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -39,7 +46,12 @@ func newServeCmd(g *globals) *cobra.Command {
 SIGINT. It listens on a Unix socket (mode 0600) by default, or with --listen on loopback TCP, where
 every request needs the bearer token written to --token-file. Once it accepts requests it prints
 one line saying where (with --json, a JSON object). On SIGTERM it drains the requests in flight,
-removes every sample and task it owns unless --keep, and exits 0.`,
+removes every sample and task it owns unless --keep, and exits 0.
+
+What a request may ask for is the operator's to set: --allow, --allow-cap, --allow-mount-root,
+--policy and --pass-env are the most a request's policy and pass_env may name (a request gets
+only what it names), and --task-root the directories its working_dir, path and files may be
+in. Anything beyond is policy_violation, naming the flag that would allow it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServe(cmd, g, opts)
@@ -54,8 +66,44 @@ removes every sample and task it owns unless --keep, and exits 0.`,
 	f.BoolVar(&opts.Keep, "keep", false, "on exit, leave the samples in place (stale, for 'composebox cleanup --stale') instead of removing them")
 	f.BoolVar(&opts.Reaper, "reaper", false, "start a watchdog that removes the server's samples if it dies without cleaning up")
 	f.DurationVar(&opts.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long requests in flight may take before they are cut")
+	registerCeiling(f, &opts.Ceiling, &opts.TaskRoots)
 	f.BoolVar(&opts.StdinEOF, "stop-on-stdin-eof", false, "also stop (as on SIGTERM) when stdin reaches its end: a parent that holds a pipe to stdin takes the server with it when it dies, even by SIGKILL")
 	return cmd
+}
+
+// registerCeiling registers serve's ceiling flags: the policy flags of a task, read as what
+// requests may ask for, and --task-root.
+func registerCeiling(fs *pflag.FlagSet, f *taskFlags, roots *[]string) {
+	fs.StringArrayVar(&f.Allow, "allow", nil, "let a request's policy ask for opt-in KIND (repeatable): "+strings.Join(compose.AllowKinds(), ", "))
+	fs.StringArrayVar(&f.AllowCaps, "allow-cap", nil, "let a request's policy ask for this capability beyond Docker's default set (repeatable; ALL for any)")
+	fs.StringArrayVar(&f.MountRoots, "allow-mount-root", nil, "let a request's policy name mount roots within DIR (repeatable)")
+	fs.StringVar(&f.PolicyFile, "policy", "", "policy file (YAML, the fields of compose.Policy): its opt-ins, capabilities and roots bound what requests may ask for, its limits hold for every task; the flags add to it")
+	fs.StringArrayVar(&f.PassEnv, "pass-env", nil, "let a request's pass_env name this variable of the server's environment (repeatable)")
+	fs.StringArrayVar(roots, "task-root", nil, "let requests take tasks (working_dir, path, files) from within DIR (repeatable); without it a request gives no working_dir")
+}
+
+// ceiling is the api.Ceiling the flags set. The server's state directory and token file are
+// never a request's to name.
+func (opts serveOptions) ceiling(g *globals, tokenFile string) (api.Ceiling, error) {
+	p, err := opts.Ceiling.policy()
+	if err != nil {
+		return api.Ceiling{}, err
+	}
+	c := api.Ceiling{Policy: p, PassEnv: opts.Ceiling.PassEnv, Refused: []string{g.stateDir()}}
+	if tokenFile != "" {
+		c.Refused = append(c.Refused, tokenFile)
+	}
+	for _, r := range opts.TaskRoots {
+		abs, err := filepath.Abs(r)
+		if err != nil {
+			return c, usageError{fmt.Errorf("--task-root %s: %w", r, err)}
+		}
+		c.TaskRoots = append(c.TaskRoots, abs)
+	}
+	if err := c.Check(); err != nil {
+		return c, usageError{fmt.Errorf("serve: %w", err)}
+	}
+	return c, nil
 }
 
 // serveReady is the line `serve --json` prints once it accepts requests.
@@ -72,6 +120,10 @@ func runServe(cmd *cobra.Command, g *globals, opts serveOptions) error {
 	// A server runs until it is signalled: SIGTERM or Ctrl-C is its normal stop (exit 0 after
 	// the drain), not an interruption.
 	g.stopsOnSignal = true
+	// A server's log is read long after it was written: its lines carry the time.
+	if h, ok := g.log.Handler().(*lineHandler); ok {
+		g.log = slog.New(h.stamped())
+	}
 	if opts.Socket != "" && opts.Listen != "" {
 		return usageError{errors.New("serve: give --socket or --listen, not both")}
 	}
@@ -81,24 +133,31 @@ func runServe(cmd *cobra.Command, g *globals, opts serveOptions) error {
 	if opts.MaxPerLease < 1 {
 		return usageError{fmt.Errorf("serve: --max-per-lease %d: want at least 1", opts.MaxPerLease)}
 	}
-	// A bad --subnet-pool is a usage error before anything listens.
+	// A bad --subnet-pool or ceiling is a usage error before anything listens.
 	if _, err := g.subnets(); err != nil {
 		return usageError{err}
 	}
-	ready := serveReady{PID: os.Getpid(), Version: version}
+	tokenFile := ""
+	if opts.Listen != "" {
+		tokenFile = opts.TokenFile
+		if tokenFile == "" {
+			tokenFile = filepath.Join(g.stateDir(), "serve.token")
+		}
+	}
+	ceiling, err := opts.ceiling(g, tokenFile)
+	if err != nil {
+		return err
+	}
+	ready := serveReady{PID: os.Getpid(), Version: currentVersion()}
 	var (
 		l     net.Listener
 		token string
-		err   error
 	)
 	if opts.Listen != "" {
 		if l, err = api.ListenTCP(opts.Listen); err != nil {
 			return err
 		}
-		ready.TokenFile = opts.TokenFile
-		if ready.TokenFile == "" {
-			ready.TokenFile = filepath.Join(g.stateDir(), "serve.token")
-		}
+		ready.TokenFile = tokenFile
 		if token, err = api.WriteToken(ready.TokenFile); err != nil {
 			_ = l.Close()
 			return err
@@ -114,19 +173,21 @@ func runServe(cmd *cobra.Command, g *globals, opts serveOptions) error {
 		}
 	}
 
-	events := api.NewEvents()
-	o, err := g.orchestrator(opts.Reaper, orchestrator.WithObserver(events.Observe))
+	o, err := g.orchestrator(opts.Reaper)
 	if err != nil {
 		_ = l.Close()
 		return err
 	}
 	defer o.Close()
+	// Contact the engines now, so that what is wrong with them (one over plain tcp://, say)
+	// is on stderr at start, not at the first task.
+	go func() { _, _ = o.Backend().Ping(cmd.Context(), 0) }()
 	srv := api.New(o, api.Options{
 		LeaseTTL:    opts.LeaseTTL,
 		MaxPerLease: opts.MaxPerLease,
 		Token:       token,
-		Version:     version,
-		Events:      events,
+		Version:     currentVersion(),
+		Ceiling:     ceiling,
 		Logger:      g.log,
 	})
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}

@@ -4,15 +4,11 @@
 package subnets
 
 import (
-	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
-	"strconv"
-	"strings"
 )
 
 // Subnets configures managed subnets. Every bridge network composebox creates for a sample
@@ -91,6 +87,9 @@ func (p Pool) Validate() error {
 		return fmt.Errorf("subnet pool %s: subnets of /%d do not fit in it", p.Base, p.Bits)
 	case p.Bits > 29:
 		return fmt.Errorf("subnet pool %s: /%d subnets are too small (at most /29: a gateway and a few containers)", p.Base, p.Bits)
+	case !Private(p.Base):
+		return fmt.Errorf("subnet pool %s: outside private address space (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10): "+
+			"its networks would take addresses the host reaches through its default route", p.Base)
 	case p.Bits-p.Base.Bits() > 24:
 		return fmt.Errorf("subnet pool %s: more than 2^24 /%d subnets", p.Base, p.Bits)
 	}
@@ -189,45 +188,4 @@ func DaemonPools(path string) (pools []Pool, source string) {
 		pools = append(pools, Pool{pfx.Masked(), c.Size})
 	}
 	return pools, path
-}
-
-// HostRoutes lists the host's IPv4 routes other than the default route, from /proc/net/route.
-// A managed subnet that overlaps one would shadow a network the host already reaches.
-func HostRoutes() ([]netip.Prefix, error) {
-	f, err := os.Open("/proc/net/route")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return parseRoutes(f)
-}
-
-func parseRoutes(r io.Reader) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	sc := bufio.NewScanner(r)
-	sc.Scan() // header
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 8 {
-			continue
-		}
-		dst, err1 := strconv.ParseUint(f[1], 16, 32)
-		mask, err2 := strconv.ParseUint(f[7], 16, 32)
-		if err1 != nil || err2 != nil || mask == 0 {
-			continue // unparsable, or the default route
-		}
-		// The kernel prints both in host byte order, which is little-endian on every platform
-		// composebox runs on.
-		var a, m [4]byte
-		binary.LittleEndian.PutUint32(a[:], uint32(dst))
-		binary.LittleEndian.PutUint32(m[:], uint32(mask))
-		bits := 0
-		for _, b := range m {
-			for ; b&0x80 != 0; b <<= 1 {
-				bits++
-			}
-		}
-		out = append(out, netip.PrefixFrom(netip.AddrFrom4(a), bits).Masked())
-	}
-	return out, sc.Err()
 }

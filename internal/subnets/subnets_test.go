@@ -104,3 +104,52 @@ func TestDaemonPools(t *testing.T) {
 		t.Errorf("configured pools: %v from %s", p, src)
 	}
 }
+
+func TestPrivateAndShadowed(t *testing.T) {
+	for s, want := range map[string]bool{
+		"10.213.0.0/16": true, "172.20.0.0/16": true, "192.168.5.0/24": true, "100.100.0.0/16": true, "fd12::/64": true,
+		"198.19.77.0/25": false, "8.8.8.0/24": false, "169.254.169.0/24": false, "172.0.0.0/8": false, "10.0.0.0/7": false,
+		"2001:db8::/64": false, "fe80::/64": false,
+	} {
+		if got := Private(netip.MustParsePrefix(s)); got != want {
+			t.Errorf("Private(%s) = %v, want %v", s, got, want)
+		}
+	}
+	if _, err := Parse("198.19.0.0/16", 27); err == nil || !strings.Contains(err.Error(), "private") {
+		t.Errorf("a public pool: %v, want it refused", err)
+	}
+
+	table := []Route{
+		{Prefix: netip.MustParsePrefix("0.0.0.0/0"), Gateway: netip.MustParseAddr("192.0.2.1"), Dev: "eth0", Table: 254},
+		{Prefix: netip.MustParsePrefix("192.0.2.0/24"), Dev: "eth0", Table: 254},
+		{Prefix: netip.MustParsePrefix("198.19.77.0/24"), Dev: "dummy0", Table: 52},
+		{Prefix: netip.MustParsePrefix("172.17.0.0/16"), Dev: "docker0", Table: 254},
+		{Prefix: netip.MustParsePrefix("10.9.9.9/32"), Dev: "wg0", Table: 255, Local: true},
+	}
+	docker := func(dev string) bool { return dev == "docker0" }
+	for s, want := range map[string]string{
+		"198.19.77.0/25": "198.19.77.0/24 dev dummy0 table 52",
+		"192.0.2.128/25": "192.0.2.0/24 dev eth0",
+		"10.9.0.0/16":    "address 10.9.9.9 of dev wg0",
+		"172.17.5.0/24":  "", // the engine's own bridge: the engine refuses the overlap itself
+		"10.50.0.0/24":   "",
+	} {
+		got := Shadowed(netip.MustParsePrefix(s), table, docker)
+		switch {
+		case want == "" && len(got) > 0:
+			t.Errorf("Shadowed(%s) = %v, want nothing", s, got)
+		case want != "" && (len(got) != 1 || got[0].String() != want):
+			t.Errorf("Shadowed(%s) = %v, want %s", s, got, want)
+		}
+	}
+	if r, ok := DefaultRoute(netip.MustParsePrefix("8.8.8.0/24"), table); !ok || r.String() != "default via 192.0.2.1 dev eth0" {
+		t.Errorf("DefaultRoute = %v %v", r, ok)
+	}
+	real, err := HostRouteTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Shadowed(netip.MustParsePrefix("127.0.0.0/24"), real, nil); len(got) == 0 {
+		t.Errorf("the host's table %v has no loopback address", real)
+	}
+}

@@ -40,6 +40,10 @@ type Backend struct {
 	// name names the engine in listings; shell is the docker CLI's prefix that reaches it.
 	name, shell string
 	onRetry     atomic.Pointer[func(op string, err error)]
+	log         *slog.Logger
+	// transportChecked is set once the first ping looked at how the engine is reached (over
+	// plain tcp:// is a warning).
+	transportChecked atomic.Bool
 }
 
 var (
@@ -65,7 +69,7 @@ type Options struct {
 
 // New returns a Backend over c, which it does not close.
 func New(c client.APIClient, opts Options) (*Backend, error) {
-	b := &Backend{raw: c, name: cmp.Or(opts.Name, backend.DefaultEngine), shell: opts.Shell}
+	b := &Backend{raw: c, name: cmp.Or(opts.Name, backend.DefaultEngine), shell: opts.Shell, log: cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))}
 	retry := opts.Retry
 	next := retry.OnRetry
 	retry.OnRetry = func(op string, err error) {
@@ -164,8 +168,12 @@ func (b *Backend) Close() error {
 }
 
 // Ping checks the daemon answers within timeout, its API version and its storage driver.
+// An engine reached over tcp:// without TLS is said once, as a warning on the logger.
 func (b *Backend) Ping(ctx context.Context, timeout time.Duration) (backend.Info, error) {
 	info, err := prereqs.Require(ctx, b.raw, timeout)
+	if err == nil && b.transportChecked.CompareAndSwap(false, true) && engine.PlainTCP(ctx, b.raw, timeout) {
+		b.log.Warn("engine "+engine.PlainTCPRisk, "engine", b.name, "host", info.Host, "fix", engine.PlainTCPFix)
+	}
 	return backend.Info{Endpoint: info.Host, APIVersion: info.APIVersion, OSType: info.OSType, MemTotal: info.MemTotal, NCPU: info.NCPU}, err
 }
 

@@ -11,7 +11,7 @@ import (
 
 // Up is lifecycle's Up.
 func (b *Backend) Up(ctx context.Context, p *types.Project, opts backend.UpOptions) error {
-	return b.engine.Up(ctx, p, lifecycle.UpOptions{Wait: waitOptions(opts.Wait), OnProgress: opts.OnProgress, HostAccess: opts.HostAccess})
+	return b.engine.Up(ctx, p, lifecycle.UpOptions{Wait: waitOptions(opts.Wait), OnProgress: opts.OnProgress, HostAccess: opts.HostAccess, HostRoutes: opts.HostRoutes})
 }
 
 // Wait is lifecycle's Wait.

@@ -173,6 +173,9 @@ type UpOptions struct {
 	OnProgress func(service, status string)
 	// HostAccess leaves the project's networks open to the host's own addresses.
 	HostAccess bool
+	// HostRoutes lets the project's own subnets and fixed addresses shadow the host's routes
+	// and addresses (the policy's host-routes).
+	HostRoutes bool
 }
 
 // WaitOptions configures Wait. The zero value derives the budget from the healthchecks.

@@ -16,6 +16,7 @@ from typing import (IO, Any, AsyncIterable, AsyncIterator, Awaitable, Dict, Iter
                     List, Mapping, Optional, Protocol, Tuple, Union, cast)
 from urllib.parse import quote
 
+from ._binary import find_binary
 from ._version import API_VERSION, MIN_API_REVISION, __version__
 from .errors import (ComposeboxError, IncompatibleServer, OutputLimitExceeded, PrerequisiteError,
                      error_from_body, make_error)
@@ -392,21 +393,6 @@ def cut_short(what: str, err: BaseException) -> ComposeboxError:
     (100 MiB) after the first byte was sent, or when it stopped."""
     return OutputLimitExceeded(f"{what}: the server cut the transfer: the file is larger than "
                                f"its {SERVER_READ_LIMIT} byte limit (or the server stopped): {err}")
-
-
-def find_binary(binary: Optional[str]) -> str:
-    """The composebox binary: an explicit path, else $COMPOSEBOX_BIN, else PATH."""
-    candidate = binary or os.environ.get("COMPOSEBOX_BIN") or "composebox"
-    if os.sep in candidate:
-        if os.access(candidate, os.X_OK):
-            return candidate
-        raise PrerequisiteError(f"spawn composebox serve: {candidate} is not an executable file")
-    found = shutil.which(candidate)
-    if not found:
-        raise PrerequisiteError(
-            f"spawn composebox serve: no {candidate!r} on PATH; build it (make build) and put "
-            "bin/composebox on PATH, or pass binary=")
-    return found
 
 
 class SpawnedServer:

@@ -1,6 +1,11 @@
 """The client's release, and the server API it speaks."""
 
-__version__ = "0.2.0"
+import os
+
+# One version for the package and the composebox binary: the VERSION file beside this module
+# (the repository's VERSION links to it; make build stamps the binary with it).
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "VERSION"), encoding="ascii") as _f:
+    __version__ = _f.read().strip()
 
 # The prefix of every route this client calls.
 API_VERSION = "v1"

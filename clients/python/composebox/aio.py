@@ -312,7 +312,10 @@ class AsyncClient:
         return (await self._request("GET", f"{c.API}/openapi.json", what="openapi")).json()
 
     async def events(self) -> AsyncIterator[Event]:
-        """Lifecycle events from now on (await this method, then ``async for``)."""
+        """Lifecycle events of this client's tasks and samples from now on (await this method,
+        then ``async for``). The server streams a lease its own events only: this opens the
+        client's lease if it has none yet."""
+        await self.lease()
         r = await self._send_stream("GET", f"{c.API}/events", what="events")
         return _aiter_events(r)
 

@@ -298,8 +298,11 @@ class Client:
         return self._request("GET", f"{c.API}/openapi.json", what="openapi").json()
 
     def events(self) -> Iterator[Event]:
-        """Lifecycle events from now on, as they happen: the subscription starts when this
-        returns. Close the iterator (or stop iterating and drop it) to end it."""
+        """Lifecycle events of this client's tasks and samples from now on, as they happen:
+        the subscription starts when this returns. Close the iterator (or stop iterating and
+        drop it) to end it. The server streams a lease its own events only: this opens the
+        client's lease if it has none yet, and the stream ends with the lease."""
+        self.lease()
         r = self._send_stream("GET", f"{c.API}/events", what="events")
         return _iter_events(r)
 

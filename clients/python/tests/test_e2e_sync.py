@@ -357,6 +357,40 @@ def test_doctor_and_events(client, task_name):
     client.task_cleanup(task)
 
 
+CEILING_COMPOSE = """
+services:
+  default:
+    image: ${COMPOSEBOX_BASE_IMAGE}
+    command: ["tail", "-f", "/dev/null"]
+    network_mode: none
+    environment:
+      V: ${CBX_PY_CEILING_SECRET:-unset}
+"""
+
+
+def test_server_ceiling(bin_path, task_name, monkeypatch):
+    """A request may ask only for what the server's flags allow: beyond it, PolicyViolation
+    naming the serve flag, and the server's variable is in no answer; with the flag, it runs."""
+    secret = "py-ceiling-secret-" + task_name
+    monkeypatch.setenv("CBX_PY_CEILING_SECRET", secret)
+    with Client.spawn(bin_path) as c:
+        with pytest.raises(composebox.PolicyViolation) as info:
+            c.task_init(name=task_name, compose_yaml=CEILING_COMPOSE, pass_env=["CBX_PY_CEILING_SECRET"],
+                        policy={"allow": ["docker-socket"], "allow_capabilities": ["ALL"]})
+        e = info.value
+        assert e.status == 422
+        for flag in ("composebox serve --pass-env CBX_PY_CEILING_SECRET",
+                     "composebox serve --allow docker-socket", "composebox serve --allow-cap ALL"):
+            assert flag in str(e), str(e)
+        assert secret not in str(e) and secret not in json.dumps(e.detail)
+        assert c.task_list() == []
+    with Client.spawn(bin_path, args=["--pass-env", "CBX_PY_CEILING_SECRET"]) as c:
+        task = c.task_init(name=task_name, compose_yaml=CEILING_COMPOSE, pass_env=["CBX_PY_CEILING_SECRET"])
+        s = c.sample_init(task)
+        assert c.exec(s, ["sh", "-c", 'echo "$V"']).stdout == (secret + "\n").encode()
+        c.task_cleanup(task)
+
+
 def test_loopback_tcp_with_token(bin_path, tmp_path, task_name):
     token_file = tmp_path / "token"
     proc = subprocess.Popen([bin_path, "serve", "--listen", "127.0.0.1:0", "--json",
