@@ -227,11 +227,7 @@ func (b *Backend) podBinds(ctx context.Context, p *types.Project, svc types.Serv
 	if err != nil || len(binds) == 0 {
 		return err
 	}
-	base, err := b.BaseImage(ctx)
-	if err != nil {
-		return err
-	}
-	ref, err := b.registryRef(base)
+	ref, err := b.baseRef(ctx)
 	if err != nil {
 		return err
 	}

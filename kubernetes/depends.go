@@ -682,11 +682,7 @@ func (b *Backend) createPod(ctx context.Context, w *podWatch, p *types.Project, 
 	pods, _ := w.view()
 	pod.Spec.HostAliases = append(pod.Spec.HostAliases, hostAliases(p, name, pods)...)
 	if needsGate(p, name) {
-		base, err := b.BaseImage(ctx)
-		if err != nil {
-			return nil, err
-		}
-		ref, err := b.registryRef(base)
+		ref, err := b.baseRef(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -698,7 +694,7 @@ func (b *Backend) createPod(ctx context.Context, w *podWatch, p *types.Project, 
 	}
 	progress(name, "created")
 	for _, host := range hostNames(name, svc) {
-		if err := b.createService(ctx, p.Name, host, name); err != nil {
+		if err := b.createService(ctx, p.Name, host, name, pod); err != nil {
 			return nil, err
 		}
 	}

@@ -2,9 +2,11 @@ package kubernetes
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/docker/docker/api/types/registry"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/jsonmessage"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/orchestrator/backend"
@@ -42,7 +45,9 @@ func (b *Backend) registryRef(ref string) (string, error) {
 
 // Image makes ref available to the cluster and describes it: an image of the local Docker
 // Engine is pushed to the registry unless this process did so already; one only the registry
-// has is used from there; one neither has is ErrNotFound, at once.
+// has is used from there, described by its configuration in the registry (its labels say
+// which task composebox built it for, as the local engine's copy would); one neither has is
+// ErrNotFound, at once.
 func (b *Backend) Image(ctx context.Context, ref string) (backend.ImageInfo, error) {
 	target, err := b.registryRef(ref)
 	if err != nil {
@@ -51,14 +56,7 @@ func (b *Backend) Image(ctx context.Context, ref string) (backend.ImageInfo, err
 	img, err := b.docker.ImageInspect(ctx, ref)
 	switch {
 	case client.IsErrNotFound(err):
-		ok, herr := b.inRegistry(ctx, target)
-		if herr != nil {
-			return backend.ImageInfo{}, herr
-		}
-		if !ok {
-			return backend.ImageInfo{}, errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("image %s: neither in the registry (%s) nor on the local Docker Engine", ref, target))
-		}
-		return backend.ImageInfo{ID: target}, nil
+		return b.registryImage(ctx, ref, target)
 	case err != nil:
 		return backend.ImageInfo{}, fmt.Errorf("inspect image %s: %w", ref, err)
 	}
@@ -97,35 +95,100 @@ func (b *Backend) push(ctx context.Context, ref, target, id string) error {
 	return nil
 }
 
-// inRegistry asks the registry (plain HTTP, as a local one serves) for target's manifest.
-func (b *Backend) inRegistry(ctx context.Context, target string) (bool, error) {
+// registryImage describes target, an image only the registry has: the image configuration
+// its manifest names (for an index, the manifest of the platform pods run on) gives its id
+// and labels. Without them an image composebox built for another task and then removed from
+// the local engine would come back unlabelled and pass as nobody's.
+func (b *Backend) registryImage(ctx context.Context, ref, target string) (backend.ImageInfo, error) {
 	named, err := reference.ParseNormalizedNamed(target)
 	if err != nil {
-		return false, errdefs.Wrap(errdefs.ErrInvalidConfig, err, "image "+target)
+		return backend.ImageInfo{}, errdefs.Wrap(errdefs.ErrInvalidConfig, err, "image "+target)
 	}
 	tag := "latest"
 	if t, ok := named.(reference.Tagged); ok {
 		tag = t.Tag()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodHead, "http://"+b.registry+"/v2/"+reference.Path(named)+"/manifests/"+tag, nil)
+	repo := reference.Path(named)
+	var m manifestOrIndex
+	found, err := b.registryGet(ctx, repo, "manifests/"+tag, &m)
+	if err != nil || !found {
+		if err == nil {
+			err = errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("image %s: neither in the registry (%s) nor on the local Docker Engine", ref, target))
+		}
+		return backend.ImageInfo{}, err
+	}
+	if len(m.Manifests) > 0 {
+		// An index: the manifest for the nodes' platform (linux, this architecture), else the
+		// first.
+		pick := m.Manifests[0]
+		for _, d := range m.Manifests {
+			if d.Platform != nil && d.Platform.OS == "linux" && d.Platform.Architecture == runtime.GOARCH {
+				pick = d
+				break
+			}
+		}
+		m = manifestOrIndex{}
+		if found, err = b.registryGet(ctx, repo, "manifests/"+pick.Digest.String(), &m); err != nil || !found {
+			return backend.ImageInfo{}, registryMissing(target, "manifest "+pick.Digest.String(), err)
+		}
+	}
+	if m.Config.Digest == "" {
+		return backend.ImageInfo{}, errdefs.New(errdefs.ErrUnavailable, fmt.Sprintf("registry %s: image %s: its manifest names no configuration", b.registry, target))
+	}
+	var cfg ocispec.Image
+	if found, err = b.registryGet(ctx, repo, "blobs/"+m.Config.Digest.String(), &cfg); err != nil || !found {
+		return backend.ImageInfo{}, registryMissing(target, "configuration "+m.Config.Digest.String(), err)
+	}
+	return backend.ImageInfo{ID: m.Config.Digest.String(), Labels: cfg.Config.Labels}, nil
+}
+
+// manifestOrIndex is what a manifest request answers: an image manifest (its configuration)
+// or an index (its manifests, by platform).
+type manifestOrIndex struct {
+	Config    ocispec.Descriptor   `json:"config"`
+	Manifests []ocispec.Descriptor `json:"manifests"`
+}
+
+// registryMissing is err, or, when the registry answered 404 for what its own manifest names,
+// ErrUnavailable saying so.
+func registryMissing(target, what string, err error) error {
+	if err != nil {
+		return err
+	}
+	return errdefs.New(errdefs.ErrUnavailable, "image "+target+": the registry lacks its "+what)
+}
+
+// manifestTypes are the manifests and indexes a registry may answer with.
+var manifestTypes = strings.Join([]string{ocispec.MediaTypeImageManifest, ocispec.MediaTypeImageIndex,
+	"application/vnd.docker.distribution.manifest.v2+json", "application/vnd.docker.distribution.manifest.list.v2+json"}, ", ")
+
+// registryMaxDocument bounds a manifest or an image configuration read from the registry.
+const registryMaxDocument = 4 << 20
+
+// registryGet reads the JSON document at /v2/<repo>/<path> of the registry (plain HTTP, as a
+// local one serves) into v; a 404 is found false.
+func (b *Backend) registryGet(ctx context.Context, repo, path string, v any) (found bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.registry+"/v2/"+repo+"/"+path, nil)
 	if err != nil {
 		return false, err
 	}
-	req.Header.Set("Accept", strings.Join([]string{"application/vnd.docker.distribution.manifest.v2+json",
-		"application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json",
-		"application/vnd.docker.distribution.manifest.list.v2+json"}, ", "))
+	req.Header.Set("Accept", manifestTypes)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return false, errdefs.Wrap(errdefs.ErrUnavailable, err, "registry "+b.registry)
 	}
-	resp.Body.Close()
+	defer resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusOK:
-		return true, nil
 	case http.StatusNotFound:
 		return false, nil
+	default:
+		return false, errdefs.New(errdefs.ErrUnavailable, fmt.Sprintf("registry %s: GET %s/%s: %s", b.registry, repo, path, resp.Status))
 	}
-	return false, errdefs.New(errdefs.ErrUnavailable, fmt.Sprintf("registry %s: HEAD %s: %s", b.registry, target, resp.Status))
+	if err := json.NewDecoder(io.LimitReader(resp.Body, registryMaxDocument)).Decode(v); err != nil {
+		return false, errdefs.Wrap(errdefs.ErrUnavailable, err, fmt.Sprintf("registry %s: read %s/%s", b.registry, repo, path))
+	}
+	return true, nil
 }
 
 func (b *Backend) registryPing(ctx context.Context) error {
@@ -142,6 +205,16 @@ func (b *Backend) registryPing(ctx context.Context) error {
 		return fmt.Errorf("registry %s: GET /v2/: %s", b.registry, resp.Status)
 	}
 	return nil
+}
+
+// baseRef is composebox's base image in the registry (built and pushed if need be), which
+// composebox's own containers in a pod run: gates, bind delivery, volume removal.
+func (b *Backend) baseRef(ctx context.Context) (string, error) {
+	base, err := b.BaseImage(ctx)
+	if err != nil {
+		return "", err
+	}
+	return b.registryRef(base)
 }
 
 // BaseImage builds composebox's base image on the local Docker Engine and pushes it.

@@ -35,13 +35,20 @@ func selector(sel []string) string {
 }
 
 // Containers lists the pods carrying sel, in every namespace; a container's id is
-// namespace/pod, and its labels are the service's compose labels.
+// namespace/pod, and its labels are the service's compose labels. With all, a service whose
+// pod is gone (deleted or evicted) while its sample's namespace lives is listed too, in state
+// "removed" (see removedPods).
 func (b *Backend) Containers(ctx context.Context, sel []string, all bool) ([]backend.Container, error) {
 	list, err := b.cs.CoreV1().Pods("").List(ctx, listOpts(selector(sel)))
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: list pods: %w", err)
 	}
 	var out []backend.Container
+	if all {
+		if out, err = b.removedPods(ctx, sel, list.Items); err != nil {
+			return nil, err
+		}
+	}
 	for i := range list.Items {
 		pod := &list.Items[i]
 		st, _ := podState(pod, false)
@@ -55,6 +62,43 @@ func (b *Backend) Containers(ctx context.Context, sel []string, all bool) ([]bac
 		modes.Store(pod.Namespace+"/"+pod.Name, modeOf(pod.Annotations))
 		out = append(out, backend.Container{ID: pod.Namespace + "/" + pod.Name, Name: pod.Name, Labels: podLabels(pod.Annotations),
 			State: st.State, Status: string(pod.Status.Phase)})
+	}
+	return out, nil
+}
+
+// stateRemoved is the state of a service whose pod no longer exists.
+const stateRemoved = "removed"
+
+// removedPods are the services of the samples sel chooses whose pods are gone, found from the
+// headless Services that name them (they live as long as the namespace). A pod deleted under
+// a sample is how a service dies on a cluster (an eviction, a person, a node lost), so the
+// sample is unavailable, as one whose container was killed is on Docker, and not unknown:
+// Open then says which service is gone rather than that there is no such sample.
+func (b *Backend) removedPods(ctx context.Context, sel []string, pods []corev1.Pod) ([]backend.Container, error) {
+	list, err := b.cs.CoreV1().Services("").List(ctx, listOpts(selector(sel)))
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: list services: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, pod := range pods {
+		seen[pod.Namespace+"/"+pod.Name] = true
+	}
+	var out []backend.Container
+	for _, svc := range list.Items {
+		service := svc.Spec.Selector[labels.ComposeServiceLabel]
+		name := svc.Annotations[annotationPod]
+		if name == "" {
+			name = dnsName(service) // a Service made before it carried the pod's name
+		}
+		if service == "" || name == "" || seen[svc.Namespace+"/"+name] {
+			continue
+		}
+		seen[svc.Namespace+"/"+name] = true
+		lbl := podLabels(svc.Annotations)
+		if len(lbl) == 0 {
+			lbl = map[string]string{labels.LabelManaged: "true", labels.ComposeProjectLabel: svc.Namespace, labels.ComposeServiceLabel: service}
+		}
+		out = append(out, backend.Container{ID: svc.Namespace + "/" + name, Name: name, Labels: lbl, State: stateRemoved, Status: stateRemoved})
 	}
 	return out, nil
 }

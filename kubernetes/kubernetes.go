@@ -16,12 +16,14 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
 	"net"
 	"net/netip"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -44,6 +46,9 @@ const (
 	EnvRegistry = "COMPOSEBOX_REGISTRY"
 	// EnvDNS lists, comma-separated, the cluster DNS servers that run outside any pod.
 	EnvDNS = "COMPOSEBOX_K8S_DNS"
+	// EnvVolumeRoot is the node directory that holds the volumes several services of a sample
+	// share, on a cluster without a StorageClass.
+	EnvVolumeRoot = "COMPOSEBOX_K8S_VOLUMES"
 )
 
 // ErrNotSupported is what a verb that does not map onto Kubernetes yet fails with (together
@@ -69,8 +74,15 @@ type Options struct {
 	// (default 2 minutes).
 	StartTimeout time.Duration
 	// StorageClass is the class of the claims named volumes become; "" is the cluster's
-	// default class, and without one a hostPath volume on the node (single-node clusters).
+	// default class. Without one, a volume one service mounts is an emptyDir, and one
+	// several services share a directory under VolumeRoot.
 	StorageClass string
+	// VolumeRoot is, on a cluster without a StorageClass, the directory on the node (absolute)
+	// under which the volumes several services of a sample share live, one directory per
+	// sample. The node's operator makes it a directory only root can traverse (0700, owned by
+	// root), on a mount with nosuid and nodev, as `make k8s` does; "" is
+	// $COMPOSEBOX_K8S_VOLUMES, and without either such a volume fails prerequisite.
+	VolumeRoot string
 	// DNS are the addresses of cluster DNS servers that run outside any pod (a resolver on
 	// the node), which a service cut off from egress may still query; "" is $COMPOSEBOX_K8S_DNS.
 	// kube-dns's pods in kube-system are allowed in any case.
@@ -87,11 +99,15 @@ type Backend struct {
 	owned    bool
 	log      *slog.Logger
 	start    time.Duration
-	// storageClass and dns are Options.StorageClass and Options.DNS.
+	// storageClass, volumeRoot and dns are Options.StorageClass, Options.VolumeRoot and
+	// Options.DNS.
 	storageClass string
+	volumeRoot   string
 	dns          []netip.Addr
 	// dead holds the containers (namespace/pod) found dead: see knownDead.
 	dead sync.Map
+	// egress caches what the network policies confine samples from (egress.go).
+	egress egressCache
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -128,8 +144,12 @@ func New(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	root := cmp.Or(opts.VolumeRoot, os.Getenv(EnvVolumeRoot))
+	if root != "" && (!path.IsAbs(root) || path.Clean(root) != root || root == "/") {
+		return nil, errdefs.New(errdefs.ErrInvalidConfig, "kubernetes: volume root "+root+": not a clean absolute directory (set "+EnvVolumeRoot+")")
+	}
 	b := &Backend{cfg: cfg, cs: cs, registry: reg, docker: opts.Docker, log: opts.Logger, start: opts.StartTimeout,
-		storageClass: opts.StorageClass, dns: dns}
+		storageClass: opts.StorageClass, volumeRoot: root, dns: dns}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}

@@ -34,7 +34,7 @@ func newBackend(t *testing.T) *kubernetes.Backend {
 	if env.DNS != "" {
 		dns = []string{env.DNS}
 	}
-	b, err := kubernetes.New(kubernetes.Options{Config: env.ServiceAccount(t), Registry: env.Registry, DNS: dns})
+	b, err := kubernetes.New(kubernetes.Options{Config: env.ServiceAccount(t), Registry: env.Registry, DNS: dns, VolumeRoot: env.Volumes})
 	if err != nil {
 		t.Fatal(err)
 	}

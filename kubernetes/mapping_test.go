@@ -166,7 +166,8 @@ networks:
   back: {}
   secret: {internal: true}
 `)
-	pols, err := networkPolicies(p, []netip.Addr{netip.MustParseAddr("10.244.0.1")})
+	pols, err := networkPolicies(p, confinement{dns: []netip.Addr{netip.MustParseAddr("10.244.0.1")}, resolvers: []netip.Prefix{netip.MustParsePrefix("fe80::1/128")},
+		denied: []netip.Prefix{netip.MustParsePrefix("10.213.0.0/16"), netip.MustParsePrefix("fe80::1/128")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,6 +189,20 @@ networks:
 	peers := policyByName(pols, policyEgressPeers)
 	if peers == nil || len(peers.Spec.Egress) != 2 || peers.Spec.Egress[1].To[1].IPBlock.CIDR != "10.244.0.1/32" {
 		t.Fatalf("egress of internal-only services: %+v", peers)
+	}
+	// Open egress: anywhere but the denied addresses, by family; the sample's pods and DNS.
+	open := policyByName(pols, policyEgress)
+	if open == nil || len(open.Spec.PodSelector.MatchExpressions) != 1 || open.Spec.PodSelector.MatchExpressions[0].Key != egressLabel ||
+		open.Spec.PodSelector.MatchExpressions[0].Operator != metav1.LabelSelectorOpDoesNotExist || len(open.Spec.Egress) != 3 {
+		t.Fatalf("egress of open services: %+v", open)
+	}
+	blocks := open.Spec.Egress[0].To
+	if len(blocks) != 2 || blocks[0].IPBlock.CIDR != "0.0.0.0/0" || !slices.Equal(blocks[0].IPBlock.Except, []string{"10.213.0.0/16"}) ||
+		blocks[1].IPBlock.CIDR != "::/0" || !slices.Equal(blocks[1].IPBlock.Except, []string{"fe80::1/128"}) {
+		t.Errorf("open egress blocks: %+v", blocks)
+	}
+	if open.Spec.Egress[1].To[0].PodSelector == nil || open.Spec.Egress[2].To[1].IPBlock.CIDR != "10.244.0.1/32" || len(open.Spec.Egress[2].Ports) != 2 {
+		t.Errorf("open egress to the sample's pods and DNS: %+v", open.Spec.Egress[1:])
 	}
 	none := policyByName(pols, policyEgressNone)
 	if none == nil || len(none.Spec.Egress) != 0 || none.Spec.PolicyTypes[0] != netv1.PolicyTypeEgress {
@@ -216,7 +231,7 @@ networks:
 
 	for _, mode := range []string{"host", "service:web", "container:abc"} {
 		q := load(t, "", "services:\n  a: {image: x, network_mode: \""+mode+"\"}\n  web: {image: x}\n")
-		if _, err := networkPolicies(q, nil); !errors.Is(err, ErrNotSupported) || !errors.Is(err, errdefs.ErrPrerequisite) {
+		if _, err := networkPolicies(q, confinement{}); !errors.Is(err, ErrNotSupported) || !errors.Is(err, errdefs.ErrPrerequisite) {
 			t.Errorf("network_mode %s: %v", mode, err)
 		}
 	}
@@ -285,17 +300,32 @@ services:
     shm_size: 128m
   b:
     image: x
-    volumes: ["shared:/data:ro"]
+    volumes: ["shared:/data:ro", "own:/own"]
   c: {image: x}
 volumes:
   shared: {}
+  own: {}
 `)
+	st := storage{} // the cluster's default class
 	mounted := func(svc string) *corev1.Pod {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{}}}}
-		if err := podVolumes(p.Services[svc], pod); err != nil {
+		if err := podVolumes(p, p.Services[svc], pod, st); err != nil {
 			t.Fatal(err)
 		}
 		return pod
+	}
+	volumeAt := func(pod *corev1.Pod, target string) corev1.Volume {
+		for _, m := range pod.Spec.Containers[0].VolumeMounts {
+			if m.MountPath == target {
+				for _, v := range pod.Spec.Volumes {
+					if v.Name == m.Name {
+						return v
+					}
+				}
+			}
+		}
+		t.Fatalf("nothing mounted at %s: %+v", target, pod.Spec)
+		return corev1.Volume{}
 	}
 	a := mounted("a")
 	vols := map[string]corev1.Volume{}
@@ -328,27 +358,50 @@ volumes:
 		t.Error("a pod without volumes is constrained")
 	}
 
-	claims, pvs, err := volumeObjects(p, storage{class: ptr(""), hostPath: true})
-	if err != nil || len(claims) != 1 || len(pvs) != 1 {
-		t.Fatalf("fallback: %v %v %v", claims, pvs, err)
+	claims, err := volumeClaims(p, st)
+	if err != nil || len(claims) != 2 || claims[0].Spec.StorageClassName != nil || claims[0].Spec.VolumeName != "" {
+		t.Errorf("default class: %+v %v", claims, err)
 	}
-	pv := pvs[0]
-	if claims[0].Spec.VolumeName != pv.Name || pv.Spec.ClaimRef.Namespace != p.Name || pv.Spec.ClaimRef.Name != "shared" ||
-		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete ||
-		!strings.HasPrefix(pv.Spec.HostPath.Path, "/tmp/") || pv.Labels[labels.ComposeProjectLabel] != p.Name {
-		t.Errorf("fallback volume %+v for claim %+v", pv, claims[0])
+	if claims, err := volumeClaims(p, storage{class: ptr("fast")}); err != nil || *claims[1].Spec.StorageClassName != "fast" {
+		t.Errorf("given class: %+v %v", claims, err)
 	}
-	claims, pvs, err = volumeObjects(p, storage{})
-	if err != nil || len(pvs) != 0 || claims[0].Spec.StorageClassName != nil || claims[0].Spec.VolumeName != "" {
-		t.Errorf("default class: %+v %v %v", claims, pvs, err)
+
+	// No StorageClass: a volume one service mounts is its pod's emptyDir; one several share is
+	// a directory under the volume root, never /tmp; no claim at all.
+	st = storage{local: true, root: "/var/lib/cbx/volumes"}
+	if claims, err := volumeClaims(p, st); err != nil || len(claims) != 0 {
+		t.Errorf("claims without a class: %+v %v", claims, err)
+	}
+	b := mounted("b")
+	if v := volumeAt(b, "/own"); v.EmptyDir == nil {
+		t.Errorf("a volume of one service: %+v", v)
+	}
+	hp := volumeAt(b, "/data").HostPath
+	if hp == nil || hp.Path != "/var/lib/cbx/volumes/"+p.Name+"/shared" || *hp.Type != corev1.HostPathDirectoryOrCreate {
+		t.Errorf("a shared volume: %+v", hp)
+	}
+	if b.Labels[colocateLabel] != "true" {
+		t.Error("the pods sharing a directory are not kept on one node")
+	}
+	if dir, err := sharedDir(p, st); err != nil || dir != "/var/lib/cbx/volumes/"+p.Name {
+		t.Errorf("shared directory %q, %v", dir, err)
+	}
+	one := load(t, "", "services:\n  a: {image: x, volumes: [\"v:/v\"]}\nvolumes:\n  v: {}\n")
+	if dir, err := sharedDir(one, storage{local: true}); err != nil || dir != "" {
+		t.Errorf("a volume of one service needs no volume root: %q, %v", dir, err)
+	}
+	_, err = sharedDir(p, storage{local: true})
+	if !errors.Is(err, errdefs.ErrPrerequisite) || !strings.Contains(err.Error(), "shared by services a, b") || !strings.Contains(err.Error(), EnvVolumeRoot) {
+		t.Errorf("a shared volume without a volume root: %v", err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{}}}}
+	if err := podVolumes(p, p.Services["a"], pod, storage{local: true}); !errors.Is(err, errdefs.ErrPrerequisite) {
+		t.Errorf("mount a shared volume without a volume root: %v", err)
 	}
 
 	ext := load(t, "", "services:\n  a: {image: x, volumes: [\"vol:/v\"]}\nvolumes:\n  vol: {external: true}\n")
-	if _, _, err := volumeObjects(ext, storage{}); !errors.Is(err, ErrNotSupported) {
+	if _, err := volumeClaims(ext, storage{}); !errors.Is(err, ErrNotSupported) {
 		t.Errorf("external volume: %v", err)
-	}
-	if n := hostVolumeName("cbx-task-0123456789abcdef0123456789abcdef", "a_very_long_volume_name_indeed_yes"); len(n) > 63 || dnsName(n) != n {
-		t.Errorf("host volume name %q", n)
 	}
 }
 

@@ -22,10 +22,12 @@ import (
 // A sample's compose networks become NetworkPolicies in its namespace. Nothing outside the
 // sample reaches in: one policy denies every pod all ingress, and one per network lets the
 // pods on that network (a label each) reach one another, so two services talk only when they
-// share a network, as on Docker's bridges. Egress is open, except for a service whose every
-// network is internal (`internal: true`; the policy's egress-off makes a project's networks
-// internal), which reaches only the sample's pods (their ingress decides which) and the
-// cluster's DNS; and a service with network_mode: none, which reaches nothing at all.
+// share a network, as on Docker's bridges. Egress is open but for the addresses no sample may
+// reach (egress.go: the nodes, the machine composebox runs on, the service range, other
+// engines' networks), except for the cluster's DNS; a service whose every network is internal
+// (`internal: true`; the policy's egress-off makes a project's networks internal) reaches only
+// the sample's pods (their ingress decides which) and the cluster's DNS; and a service with
+// network_mode: none reaches nothing at all.
 //
 // Enforcement is the cluster's network plugin's: one without NetworkPolicy support accepts the
 // policies and enforces none of them.
@@ -40,6 +42,7 @@ const (
 	egressNone  = "none"
 
 	policyDenyIngress = "composebox-deny-ingress"
+	policyEgress      = "composebox-egress"
 	policyEgressPeers = "composebox-egress-peers"
 	policyEgressNone  = "composebox-egress-none"
 	policyNetwork     = "composebox-network-"
@@ -95,9 +98,9 @@ func networkPodLabels(p *types.Project, svc types.ServiceConfig, pod *corev1.Pod
 	return nil
 }
 
-// networkPolicies are the policies of a project's namespace. dns are the cluster DNS
-// servers that run outside any pod (a node-local resolver), by address.
-func networkPolicies(p *types.Project, dns []netip.Addr) ([]*netv1.NetworkPolicy, error) {
+// networkPolicies are the policies of a project's namespace, which cf keeps from the world
+// around it (egress.go).
+func networkPolicies(p *types.Project, cf confinement) ([]*netv1.NetworkPolicy, error) {
 	meta := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Labels: map[string]string{labels.LabelManaged: "true", labels.ComposeProjectLabel: labelValue(p.Name)}}
 	}
@@ -105,7 +108,7 @@ func networkPolicies(p *types.Project, dns []netip.Addr) ([]*netv1.NetworkPolicy
 	egress := []netv1.PolicyType{netv1.PolicyTypeEgress}
 	out := []*netv1.NetworkPolicy{{ObjectMeta: meta(policyDenyIngress), Spec: netv1.NetworkPolicySpec{PolicyTypes: ingress}}}
 	used := map[string]bool{}
-	var peers, none bool
+	var open, peers, none bool
 	for _, name := range slices.Sorted(maps.Keys(p.Services)) {
 		nets, eg, err := serviceNetworks(p, p.Services[name])
 		if err != nil {
@@ -114,7 +117,7 @@ func networkPolicies(p *types.Project, dns []netip.Addr) ([]*netv1.NetworkPolicy
 		for _, n := range nets {
 			used[n] = true
 		}
-		peers, none = peers || eg == egressPeers, none || eg == egressNone
+		open, peers, none = open || eg == "", peers || eg == egressPeers, none || eg == egressNone
 	}
 	seen := map[string]bool{}
 	for _, n := range slices.Sorted(maps.Keys(used)) {
@@ -130,6 +133,20 @@ func networkPolicies(p *types.Project, dns []netip.Addr) ([]*netv1.NetworkPolicy
 			Ingress: []netv1.NetworkPolicyIngressRule{{From: []netv1.NetworkPolicyPeer{{PodSelector: &on}}}},
 		}})
 	}
+	if open {
+		// Everywhere but the denied addresses; the sample's own pods (wherever they are) and
+		// the cluster's DNS even if they lie in a denied range.
+		out = append(out, &netv1.NetworkPolicy{ObjectMeta: meta(policyEgress), Spec: netv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: egressLabel, Operator: metav1.LabelSelectorOpDoesNotExist}}},
+			PolicyTypes: egress,
+			Egress: []netv1.NetworkPolicyEgressRule{
+				{To: allBut(cf.denied)},
+				{To: []netv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}},
+				{To: dnsPeers(cf), Ports: dnsPorts()},
+			},
+		}})
+	}
 	if peers {
 		out = append(out, &netv1.NetworkPolicy{ObjectMeta: meta(policyEgressPeers), Spec: netv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{egressLabel: egressPeers}},
@@ -137,7 +154,7 @@ func networkPolicies(p *types.Project, dns []netip.Addr) ([]*netv1.NetworkPolicy
 			Egress: []netv1.NetworkPolicyEgressRule{
 				// The sample's own pods; whether one is a peer is its ingress policies' call.
 				{To: []netv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}},
-				{To: dnsPeers(dns), Ports: dnsPorts()},
+				{To: dnsPeers(cf), Ports: dnsPorts()},
 			},
 		}})
 	}
@@ -150,15 +167,34 @@ func networkPolicies(p *types.Project, dns []netip.Addr) ([]*netv1.NetworkPolicy
 	return out, nil
 }
 
-// dnsPeers are the cluster's DNS servers: kube-dns's pods (CoreDNS as most clusters run it)
-// and the addresses given.
-func dnsPeers(dns []netip.Addr) []netv1.NetworkPolicyPeer {
+// dnsPeers are where the cluster's DNS may answer: kube-dns's pods (CoreDNS as most clusters
+// run it), the addresses given or found, and the resolvers' addresses outside any pod.
+func dnsPeers(cf confinement) []netv1.NetworkPolicyPeer {
 	peers := []netv1.NetworkPolicyPeer{{
 		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: metav1.NamespaceSystem}},
 		PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
 	}}
-	for _, a := range dns {
-		peers = append(peers, netv1.NetworkPolicyPeer{IPBlock: &netv1.IPBlock{CIDR: netip.PrefixFrom(a, a.BitLen()).String()}})
+	set := slices.Clone(cf.resolvers)
+	for _, a := range cf.dns {
+		set = append(set, netip.PrefixFrom(a, a.BitLen()))
+	}
+	for _, p := range minimalPrefixes(set) {
+		peers = append(peers, netv1.NetworkPolicyPeer{IPBlock: &netv1.IPBlock{CIDR: p.String()}})
+	}
+	return peers
+}
+
+// allBut is every IPv4 and IPv6 address but those of denied.
+func allBut(denied []netip.Prefix) []netv1.NetworkPolicyPeer {
+	var peers []netv1.NetworkPolicyPeer
+	for _, all := range []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")} {
+		block := &netv1.IPBlock{CIDR: all.String()}
+		for _, d := range denied {
+			if d.Addr().Is4() == all.Addr().Is4() {
+				block.Except = append(block.Except, d.String())
+			}
+		}
+		peers = append(peers, netv1.NetworkPolicyPeer{IPBlock: block})
 	}
 	return peers
 }
@@ -171,7 +207,11 @@ func dnsPorts() []netv1.NetworkPolicyPort {
 // createPolicies puts the project's network policies into its namespace before any pod
 // exists, so that no pod ever runs unconfined.
 func (b *Backend) createPolicies(ctx context.Context, p *types.Project, _ backend.UpOptions) error {
-	pols, err := networkPolicies(p, b.dns)
+	cf, err := b.confinement(ctx)
+	if err != nil {
+		return err
+	}
+	pols, err := networkPolicies(p, cf)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -27,6 +28,8 @@ const (
 	annotationPrefix  = "composebox.dev/"
 	annotationWorkdir = annotationPrefix + "workdir"
 	annotationUser    = annotationPrefix + "user"
+	// annotationPod, on a headless Service, names the pod it selects.
+	annotationPod = annotationPrefix + "pod"
 )
 
 // namespaceLabels are the composebox labels a namespace carries, copied from a service.
@@ -95,6 +98,11 @@ func (b *Backend) Up(ctx context.Context, p *types.Project, opts backend.UpOptio
 	}
 	nsLabels[labels.ComposeProjectLabel] = p.Name
 	lbl, ann := metaFor(nsLabels)
+	vols, err := b.volumeAnnotations(ctx, p)
+	if err != nil {
+		return err
+	}
+	maps.Copy(ann, vols)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Labels: lbl, Annotations: ann}}
 	if _, err := b.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("kubernetes up %s: create namespace: %w", p.Name, err)
@@ -130,10 +138,12 @@ func hostNames(name string, svc types.ServiceConfig) []string {
 }
 
 // createService makes a headless Service named host selecting service's pod. Addresses are
-// published before readiness, as compose's DNS answers as soon as a container runs.
-func (b *Backend) createService(ctx context.Context, ns, host, service string) error {
+// published before readiness, as compose's DNS answers as soon as a container runs. It keeps
+// the pod's name and compose labels, which tell a service whose pod is gone (removedPods).
+func (b *Backend) createService(ctx context.Context, ns, host, service string, pod *corev1.Pod) error {
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: host, Labels: map[string]string{labels.LabelManaged: "true", labels.ComposeProjectLabel: ns}},
+		ObjectMeta: metav1.ObjectMeta{Name: host, Labels: map[string]string{labels.LabelManaged: "true", labels.ComposeProjectLabel: ns},
+			Annotations: map[string]string{annotationPod: pod.Name, annotationLabels: pod.Annotations[annotationLabels]}},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: true,
 			Selector: map[string]string{labels.ComposeProjectLabel: ns, labels.ComposeServiceLabel: labelValue(service)}},
 	}
@@ -259,11 +269,18 @@ func probe(hc *types.HealthCheckConfig) *corev1.Probe {
 func (b *Backend) Down(ctx context.Context, project string, opts backend.DownOptions) (backend.Removed, error) {
 	var rm backend.Removed
 	pods, err := b.cs.CoreV1().Pods(project).List(ctx, listOpts(labels.ManagedFilter))
+	node := ""
 	if err == nil {
 		rm.Containers = len(pods.Items)
+		rm.Volumes = localVolumes(pods.Items)
+		for _, pod := range pods.Items {
+			if pod.Labels[colocateLabel] == "true" && pod.Spec.NodeName != "" {
+				node = pod.Spec.NodeName
+			}
+		}
 	}
 	if claims, err := b.cs.CoreV1().PersistentVolumeClaims(project).List(ctx, listOpts(labels.ManagedFilter)); err == nil {
-		rm.Volumes = len(claims.Items)
+		rm.Volumes += len(claims.Items)
 	}
 	grace := int64(1)
 	if opts.Grace < 0 {
@@ -271,13 +288,18 @@ func (b *Backend) Down(ctx context.Context, project string, opts backend.DownOpt
 	} else if opts.Grace > 0 {
 		grace = int64(math.Ceil(opts.Grace.Seconds()))
 	}
+	// The shared volumes' directory on the node goes first, while the namespace is there to
+	// run the pod that removes it; a failure is reported, and the namespace goes all the same.
+	var dirErr error
+	if ns, err := b.cs.CoreV1().Namespaces().Get(ctx, project, metav1.GetOptions{}); err == nil && ns.DeletionTimestamp == nil && ns.Annotations[annotationVolumeDir] != "" {
+		dirErr = b.removeVolumeDir(ctx, ns, node, grace)
+	}
 	err = b.cs.CoreV1().Namespaces().Delete(ctx, project, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 	if apierrors.IsNotFound(err) {
-		_, err := b.removeVolumes(ctx, project) // left by an earlier Down that timed out
-		return rm, err
+		return rm, dirErr
 	}
 	if err != nil {
-		return rm, fmt.Errorf("kubernetes down %s: delete namespace: %w", project, err)
+		return rm, errors.Join(dirErr, fmt.Errorf("kubernetes down %s: delete namespace: %w", project, err))
 	}
 	// The pods go first with the grace given, so that a namespace's slow teardown does not
 	// keep the sample's processes running.
@@ -285,11 +307,28 @@ func (b *Backend) Down(ctx context.Context, project string, opts backend.DownOpt
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := b.waitNamespaceGone(wctx, project); err != nil {
-		return rm, err
+		return rm, errors.Join(dirErr, err)
 	}
 	rm.Networks = 1
-	_, err = b.removeVolumes(ctx, project)
-	return rm, err
+	return rm, dirErr
+}
+
+// localVolumes counts the named volumes the pods mount that are no claims: emptyDirs and
+// directories on the node (volumes.go names both "volume-<key>").
+func localVolumes(pods []corev1.Pod) int {
+	seen := map[string]bool{}
+	for _, pod := range pods {
+		for _, v := range pod.Spec.Volumes {
+			if strings.HasPrefix(v.Name, "volume-") && v.PersistentVolumeClaim == nil {
+				key := v.Name
+				if v.EmptyDir != nil {
+					key = pod.Name + "/" + v.Name // each pod's own
+				}
+				seen[key] = true
+			}
+		}
+	}
+	return len(seen)
 }
 
 // waitNamespaceGone watches the namespace until it is deleted.

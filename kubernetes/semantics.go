@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/compose-spec/compose-go/v2/types"
@@ -26,7 +27,14 @@ func (b *Backend) composeSemantics(ctx context.Context, p *types.Project, svc ty
 	if err := networkPodLabels(p, svc, pod); err != nil {
 		return err
 	}
-	if err := podVolumes(svc, pod); err != nil {
+	var st storage
+	if slices.ContainsFunc(svc.Volumes, func(v types.ServiceVolumeConfig) bool { return v.Type == types.VolumeTypeVolume && v.Source != "" }) {
+		var err error
+		if st, err = b.storageFor(ctx); err != nil {
+			return err
+		}
+	}
+	if err := podVolumes(p, svc, pod, st); err != nil {
 		return err
 	}
 	if err := b.podBinds(ctx, p, svc, pod); err != nil {

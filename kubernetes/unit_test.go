@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
@@ -268,5 +269,21 @@ func TestCaptureMarksTruncation(t *testing.T) {
 	c := &capture{limit: 1000}
 	if _, err := c.Write(full[:1000]); err != nil || c.trunc {
 		t.Fatalf("exactly the limit: truncated %t, %v", c.trunc, err)
+	}
+}
+
+func TestMinimalPrefixes(t *testing.T) {
+	in := []netip.Prefix{netip.MustParsePrefix("10.213.4.0/27"), netip.MustParsePrefix("10.213.0.0/16"),
+		netip.MustParsePrefix("172.17.0.1/32"), netip.MustParsePrefix("172.17.0.0/16"), netip.MustParsePrefix("10.244.0.1/32"),
+		netip.MustParsePrefix("fe80::1/128"), netip.MustParsePrefix("10.244.0.1/32")}
+	got := minimalPrefixes(in)
+	want := []string{"10.213.0.0/16", "10.244.0.1/32", "172.17.0.0/16", "fe80::1/128"}
+	if len(got) != len(want) {
+		t.Fatalf("minimal prefixes %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i].String() != want[i] {
+			t.Fatalf("minimal prefixes %v, want %v", got, want)
+		}
 	}
 }

@@ -24,28 +24,30 @@ import (
 
 // Volumes on a cluster:
 //   - A named volume is a PersistentVolumeClaim of the sample's namespace, which every service
-//     mounting it shares. The claim asks the StorageClass the backend is given, else the
-//     cluster's default one. A cluster with neither (a bare single-node cluster such as
-//     `make k8s` brings up) gets a hostPath PersistentVolume made for the claim, under
-//     /tmp/composebox-volumes-* on the node, with the Delete reclaim policy: the cluster's
-//     volume controller removes the directory once the namespace, and so the claim, is gone.
-//     That works where the controller runs on the node itself, which is what such a cluster
-//     is. The pods of a sample that mount named volumes are scheduled onto one node
-//     (ReadWriteOnce claims allow no more).
+//     mounting it shares, where the cluster can provision one: the claim asks the StorageClass
+//     the backend is given, else the cluster's default one. The pods of a sample that mount
+//     such volumes are scheduled onto one node (ReadWriteOnce claims allow no more).
+//   - A cluster with neither (a bare single-node cluster such as `make k8s` brings up) has no
+//     volume a sample could own, and a directory on the node is all there is. An agent that is
+//     root in its container can leave a setuid binary or a device node in it, so the node must
+//     keep it out of reach of its own users: a volume one service mounts is an emptyDir of its
+//     pod (the kubelet's, removed with the pod); one several services share is a directory
+//     under the volume root (Options.VolumeRoot), which the node's operator makes a directory
+//     only root can traverse, mounted nosuid and nodev (`make k8s` does). Never /tmp, which
+//     every user of the node traverses. Without a volume root, a shared volume fails
+//     `prerequisite` naming the fix. The directory goes at `down`: a pod of composebox's own
+//     removes it once the sample's pods are gone (removeVolumeDir).
 //   - An anonymous volume is an emptyDir of the pod, as it is the container's alone on Docker.
 //   - tmpfs (a tmpfs volume, a `tmpfs:` entry, shm_size) is an in-memory emptyDir, its size
 //     the emptyDir's limit.
 //   - A bind is a copy: see binds.go.
 //
-// Docker fills an empty named volume with what the image has at its mount point; a claim
-// starts empty.
+// Docker fills an empty named volume with what the image has at its mount point; a claim or a
+// directory starts empty.
 
 const (
 	// volumeSize is what a claim asks for: compose says nothing of a volume's size.
 	volumeSize = "1Gi"
-	// volumeHostRoot is the prefix of the directories the fallback hostPath volumes use: the
-	// volume controller deletes a hostPath volume only under /tmp.
-	volumeHostRoot = "/tmp/composebox-volumes-"
 	// colocateLabel marks the pods that mount named volumes; their affinity keeps them on one
 	// node.
 	colocateLabel = "composebox.dev/volumes"
@@ -53,9 +55,15 @@ const (
 	composeVolumeLabel = "com.docker.compose.volume"
 	// defaultClassAnnotation marks a cluster's default StorageClass.
 	defaultClassAnnotation = "storageclass.kubernetes.io/is-default-class"
+	// annotationVolumeDir, on a sample's namespace, is the node directory of its shared
+	// volumes (under the volume root), and annotationVolumeImage the image that removes it.
+	annotationVolumeDir   = annotationPrefix + "volume-dir"
+	annotationVolumeImage = annotationPrefix + "volume-image"
+	// volumeCleanup is the pod that removes a sample's volume directory.
+	volumeCleanup = "composebox-volume-cleanup"
 )
 
-// claimName is the claim a named volume's key becomes.
+// claimName is the claim (or directory) a named volume's key becomes.
 func claimName(key string) string {
 	if n := dnsName(key); n != "" {
 		return n
@@ -77,15 +85,29 @@ func usedVolumes(p *types.Project) []string {
 	return slices.Sorted(maps.Keys(used))
 }
 
-// storage is how a project's claims are provisioned: a class (nil: the cluster's default), or
-// fallback hostPath volumes.
+// volumeUsers are the services that mount named volume key, sorted.
+func volumeUsers(p *types.Project, key string) []string {
+	var out []string
+	for name, svc := range p.Services {
+		if slices.ContainsFunc(svc.Volumes, func(v types.ServiceVolumeConfig) bool { return v.Type == types.VolumeTypeVolume && v.Source == key }) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// storage is how a project's named volumes are provisioned: claims of a class (nil: the
+// cluster's default), or, on a cluster without one (local), emptyDirs and directories under
+// root.
 type storage struct {
-	class    *string
-	hostPath bool
+	class *string
+	local bool
+	root  string
 }
 
 // storageFor picks the StorageClass: the backend's, else the cluster's default, else none
-// (the hostPath fallback).
+// (local volumes).
 func (b *Backend) storageFor(ctx context.Context) (storage, error) {
 	if b.storageClass != "" {
 		return storage{class: ptr(b.storageClass)}, nil
@@ -97,69 +119,83 @@ func (b *Backend) storageFor(ctx context.Context) (storage, error) {
 	if slices.ContainsFunc(list.Items, func(c storagev1.StorageClass) bool { return c.Annotations[defaultClassAnnotation] == "true" }) {
 		return storage{}, nil
 	}
-	return storage{class: ptr(""), hostPath: true}, nil
+	return storage{local: true, root: b.volumeRoot}, nil
 }
 
-// volumeObjects are a project's claims and, with the hostPath fallback, their volumes.
-func volumeObjects(p *types.Project, st storage) ([]*corev1.PersistentVolumeClaim, []*corev1.PersistentVolume, error) {
+// sharedDir is the node directory of a project's shared volumes under the volume root, ""
+// when no volume is shared (or they are claims).
+func sharedDir(p *types.Project, st storage) (string, error) {
+	if !st.local {
+		return "", nil
+	}
+	for _, key := range usedVolumes(p) {
+		if users := volumeUsers(p, key); len(users) > 1 {
+			if st.root == "" {
+				return "", errdefs.Wrap(errdefs.ErrPrerequisite, ErrNotSupported, fmt.Sprintf(
+					"kubernetes: volume %s is shared by services %s and the cluster has no StorageClass: give the backend a StorageClass, or a volume root (%s: a directory on the node only root can traverse, mounted nosuid,nodev)",
+					key, strings.Join(users, ", "), EnvVolumeRoot))
+			}
+			return path.Join(st.root, p.Name), nil
+		}
+	}
+	return "", nil
+}
+
+// volumeClaims are a project's claims, where a class provisions them.
+func volumeClaims(p *types.Project, st storage) ([]*corev1.PersistentVolumeClaim, error) {
 	var claims []*corev1.PersistentVolumeClaim
-	var vols []*corev1.PersistentVolume
 	lbl := map[string]string{labels.LabelManaged: "true", labels.ComposeProjectLabel: labelValue(p.Name)}
 	size := resource.MustParse(volumeSize)
 	for _, key := range usedVolumes(p) {
 		cfg, ok := p.Volumes[key]
 		if !ok {
-			return nil, nil, errdefs.New(errdefs.ErrInvalidConfig, "kubernetes up "+p.Name+": volume "+key+" is not declared")
+			return nil, errdefs.New(errdefs.ErrInvalidConfig, "kubernetes up "+p.Name+": volume "+key+" is not declared")
 		}
 		if cfg.External {
-			return nil, nil, notSupported("external volume " + key + " (a sample's volumes are its own)")
+			return nil, notSupported("external volume " + key + " (a sample's volumes are its own)")
 		}
 		if cfg.Driver != "" && cfg.Driver != "local" {
-			return nil, nil, notSupported("volume " + key + " with driver " + cfg.Driver)
+			return nil, notSupported("volume " + key + " with driver " + cfg.Driver)
+		}
+		if st.local {
+			continue
 		}
 		l := maps.Clone(lbl)
 		l[composeVolumeLabel] = labelValue(key)
-		claim := &corev1.PersistentVolumeClaim{
+		claims = append(claims, &corev1.PersistentVolumeClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: claimName(key), Labels: l},
 			Spec: corev1.PersistentVolumeClaimSpec{
 				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
 				StorageClassName: st.class,
 			},
-		}
-		if st.hostPath {
-			name := hostVolumeName(p.Name, key)
-			claim.Spec.VolumeName = name
-			vols = append(vols, &corev1.PersistentVolume{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l},
-				Spec: corev1.PersistentVolumeSpec{
-					Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
-					AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-					PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
-					StorageClassName:              "",
-					ClaimRef:                      &corev1.ObjectReference{Namespace: p.Name, Name: claim.Name},
-					PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
-						Path: volumeHostRoot + name, Type: ptr(corev1.HostPathDirectoryOrCreate)}},
-				},
-			})
-		}
-		claims = append(claims, claim)
+		})
 	}
-	return claims, vols, nil
+	return claims, nil
 }
 
-// hostVolumeName is the cluster-wide name of a fallback volume: the project's and the key's,
-// made unique by a hash when they have to be cut.
-func hostVolumeName(project, key string) string {
-	name := dnsName(project + "-" + key)
-	if len(name) > 63 || name != project+"-"+key {
-		sum := sha256.Sum256([]byte(project + "\x00" + key))
-		name = strings.TrimRight(name[:min(len(name), 50)], "-") + "-" + hex.EncodeToString(sum[:6])
+// volumeAnnotations are what a namespace records of its volumes before any pod mounts them:
+// the directory of its shared volumes and the image that removes it at down.
+func (b *Backend) volumeAnnotations(ctx context.Context, p *types.Project) (map[string]string, error) {
+	if len(usedVolumes(p)) == 0 {
+		return nil, nil
 	}
-	return name
+	st, err := b.storageFor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := sharedDir(p, st)
+	if err != nil || dir == "" {
+		return nil, err
+	}
+	ref, err := b.baseRef(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{annotationVolumeDir: dir, annotationVolumeImage: ref}, nil
 }
 
-// createVolumes makes the project's claims (and fallback volumes) before its pods.
+// createVolumes makes the project's claims before its pods.
 func (b *Backend) createVolumes(ctx context.Context, p *types.Project) error {
 	if len(usedVolumes(p)) == 0 {
 		return nil
@@ -168,14 +204,9 @@ func (b *Backend) createVolumes(ctx context.Context, p *types.Project) error {
 	if err != nil {
 		return err
 	}
-	claims, vols, err := volumeObjects(p, st)
+	claims, err := volumeClaims(p, st)
 	if err != nil {
 		return err
-	}
-	for _, v := range vols {
-		if _, err := b.cs.CoreV1().PersistentVolumes().Create(ctx, v, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("kubernetes up %s: create volume %s: %w", p.Name, v.Name, err)
-		}
 	}
 	for _, c := range claims {
 		if _, err := b.cs.CoreV1().PersistentVolumeClaims(p.Name).Create(ctx, c, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -185,8 +216,9 @@ func (b *Backend) createVolumes(ctx context.Context, p *types.Project) error {
 	return nil
 }
 
-// podVolumes mounts a service's named and anonymous volumes and its tmpfs into its pod.
-func podVolumes(svc types.ServiceConfig, pod *corev1.Pod) error {
+// podVolumes mounts a service's named and anonymous volumes and its tmpfs into its pod; st
+// says how named volumes are provisioned.
+func podVolumes(p *types.Project, svc types.ServiceConfig, pod *corev1.Pod, st storage) error {
 	c := &pod.Spec.Containers[0]
 	add := func(name string, src corev1.VolumeSource, m corev1.VolumeMount) {
 		if !slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == name }) {
@@ -223,9 +255,21 @@ func podVolumes(svc types.ServiceConfig, pod *corev1.Pod) error {
 				add(fmt.Sprintf("anonymous-%d", i), corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}, m)
 				continue
 			}
-			named = true
 			claim := claimName(v.Source)
-			add("volume-"+claim, corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}, m)
+			src := corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}
+			if st.local {
+				dir, err := sharedDir(p, st)
+				if err != nil {
+					return err
+				}
+				if len(volumeUsers(p, v.Source)) == 1 {
+					add("volume-"+claim, corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}, m)
+					continue
+				}
+				src = corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path.Join(dir, claim), Type: ptr(corev1.HostPathDirectoryOrCreate)}}
+			}
+			named = true
+			add("volume-"+claim, src, m)
 		default:
 			return notSupported(fmt.Sprintf("service %s: %s volume %s", svc.Name, v.Type, v.Target))
 		}
@@ -270,42 +314,87 @@ func units(s string) (int64, error) {
 	return int64(b), nil
 }
 
-// removeVolumes waits, after the namespace is gone, for the fallback hostPath volumes of the
-// project to be deleted by the cluster's volume controller (which removes their directories
-// first); one the controller failed on is deleted here. It returns how many there were.
-func (b *Backend) removeVolumes(ctx context.Context, project string) (int, error) {
-	sel := listOpts(labels.LabelManaged + "=true," + labels.ComposeProjectLabel + "=" + labelValue(project))
-	list, err := b.cs.CoreV1().PersistentVolumes().List(ctx, sel)
-	if err != nil || len(list.Items) == 0 {
-		return 0, err
-	}
-	n := len(list.Items)
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+// removeVolumeDir removes the node directory of a sample's shared volumes (its namespace's
+// annotationVolumeDir) before the namespace goes: once the sample's pods are gone, so that no
+// agent writes into it any more, a pod of composebox's own (the base image, root with only the
+// capabilities removing files of any owner needs) removes it from the volume root on the node
+// the pods ran on. node is that node ("" lets the scheduler place it: single-node clusters).
+func (b *Backend) removeVolumeDir(ctx context.Context, ns *corev1.Namespace, node string, grace int64) error {
+	dir, image := ns.Annotations[annotationVolumeDir], ns.Annotations[annotationVolumeImage]
+	what := "kubernetes down " + ns.Name + ": remove the volume directory " + dir
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	for {
-		var left []string
-		for _, pv := range list.Items {
-			if pv.Status.Phase == corev1.VolumeFailed {
-				_ = b.cs.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{})
+	pods := b.cs.CoreV1().Pods(ns.Name)
+	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, listOpts("")); err != nil {
+		return fmt.Errorf("%s: delete the pods: %w", what, err)
+	}
+	if err := b.awaitPods(ctx, ns.Name, func(list []corev1.Pod) bool { return len(list) == 0 }); err != nil {
+		return fmt.Errorf("%s: wait for the pods to go: %w", what, err)
+	}
+	const mount = "/volume-root"
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: volumeCleanup, Labels: map[string]string{labels.LabelManaged: "true", labels.ComposeProjectLabel: labelValue(ns.Name)}},
+		Spec: corev1.PodSpec{
+			NodeName: node, RestartPolicy: corev1.RestartPolicyNever,
+			AutomountServiceAccountToken: ptr(false), EnableServiceLinks: ptr(false),
+			TerminationGracePeriodSeconds: ptr(int64(1)),
+			Containers: []corev1.Container{{
+				Name: "remove", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:      []string{"rm", "-rf", "--", path.Join(mount, path.Base(dir))},
+				VolumeMounts: []corev1.VolumeMount{{Name: "volume-root", MountPath: mount}},
+				SecurityContext: &corev1.SecurityContext{
+					RunAsUser: ptr(int64(0)), RunAsGroup: ptr(int64(0)), RunAsNonRoot: ptr(false),
+					AllowPrivilegeEscalation: ptr(false),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"},
+						Add: []corev1.Capability{"DAC_OVERRIDE", "FOWNER"}},
+				},
+			}},
+			Volumes: []corev1.Volume{{Name: "volume-root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+				Path: path.Dir(dir), Type: ptr(corev1.HostPathDirectory)}}}},
+		},
+	}
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	var done *corev1.Pod
+	err := b.awaitPods(ctx, ns.Name, func(list []corev1.Pod) bool {
+		for i := range list {
+			if list[i].Name == volumeCleanup && (list[i].Status.Phase == corev1.PodSucceeded || list[i].Status.Phase == corev1.PodFailed) {
+				done = &list[i]
 			}
-			left = append(left, pv.Name)
 		}
-		if len(left) == 0 {
-			return n, nil
-		}
-		w, err := b.cs.CoreV1().PersistentVolumes().Watch(ctx, metav1.ListOptions{LabelSelector: sel.LabelSelector, ResourceVersion: list.ResourceVersion})
+		return done != nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if done.Status.Phase != corev1.PodSucceeded {
+		return errdefs.New(errdefs.ErrUnavailable, fmt.Sprintf("%s: the removal failed: %s", what, b.logTail(ctx, ns.Name, volumeCleanup)))
+	}
+	return nil
+}
+
+// awaitPods follows the namespace's pods (a list, then a watch, listing again at each change)
+// until done says so, or ctx ends.
+func (b *Backend) awaitPods(ctx context.Context, ns string, done func([]corev1.Pod) bool) error {
+	for {
+		list, err := b.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return n, fmt.Errorf("kubernetes down %s: watch volumes: %w", project, err)
+			return err
+		}
+		if done(list.Items) {
+			return nil
+		}
+		w, err := b.cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			return err
 		}
 		for range w.ResultChan() {
 			break // any change: list again
 		}
 		w.Stop()
-		if ctx.Err() != nil {
-			return n, errdefs.New(errdefs.ErrTimeout, fmt.Sprintf("kubernetes down %s: volumes %s not deleted by the cluster", project, strings.Join(left, ", ")))
-		}
-		if list, err = b.cs.CoreV1().PersistentVolumes().List(ctx, sel); err != nil {
-			return n, fmt.Errorf("kubernetes down %s: list volumes: %w", project, err)
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 	}
 }

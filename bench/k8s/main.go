@@ -261,7 +261,7 @@ func cluster(ctx context.Context, path string) (k8stest.Env, *rest.Config, *kube
 	if env.DNS != "" {
 		dns = []string{env.DNS}
 	}
-	kb, err := kubernetes.New(kubernetes.Options{Config: cfg, Registry: env.Registry, DNS: dns})
+	kb, err := kubernetes.New(kubernetes.Options{Config: cfg, Registry: env.Registry, DNS: dns, VolumeRoot: env.Volumes})
 	if err != nil {
 		return env, nil, nil, "", err
 	}

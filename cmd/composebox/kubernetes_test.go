@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,6 +118,22 @@ func TestKubernetesUpExecDown(t *testing.T) {
 	got := lsJSON(t, "multi-service", c.flags...)
 	if p, ok := got[project]; !ok || p.Status != backend.StatusDetached || p.Containers != 3 || p.Running != 3 {
 		t.Fatalf("ls: %+v, want %s detached with 3 running pods", got, project)
+	}
+	// Its pods deleted under it (an eviction, a person), the sample is unavailable, not
+	// unknown.
+	zero := int64(0)
+	if err := c.admin.CoreV1().Pods(project).DeleteCollection(t.Context(), metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8stest.Poll(t.Context(), time.Minute, func(ctx context.Context) (bool, error) {
+		list, err := c.admin.CoreV1().Pods(project).List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == 0, nil
+	}); err != nil {
+		t.Fatal("the pods were not deleted")
+	}
+	if code, _, errOut := runCLI(t, append(slices.Clone(c.flags), "exec", "-p", project, "--", "true")...); code == 0 ||
+		!strings.Contains(errOut, "unavailable") || !strings.Contains(errOut, "no longer exists") {
+		t.Fatalf("exec into the sample whose pods were deleted: exit %d, %q; want unavailable", code, errOut)
 	}
 	c.cli(t, "down", project)
 	c.gone(t, project)

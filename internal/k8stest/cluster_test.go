@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/composebox/composebox/internal/testutil"
@@ -212,7 +213,20 @@ func TestServiceAccountHasTheDocumentedPrivilegesOnly(t *testing.T) {
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("bind cluster-admin: %v, want forbidden", err)
 	}
-	if _, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("list nodes: %v, want forbidden", err)
+	// Nodes are read (their addresses are denied to samples), never changed, and the
+	// kubelet's API behind them stays out of reach.
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil || len(nodes.Items) == 0 {
+		t.Fatalf("list nodes: %v", err)
+	}
+	node := nodes.Items[0].Name
+	if _, err := cs.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("patch node %s: %v, want forbidden", node, err)
+	}
+	if _, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("get node %s: %v, want forbidden", node, err)
+	}
+	if err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes/" + node + "/proxy/configz").Do(ctx).Error(); !apierrors.IsForbidden(err) {
+		t.Errorf("the kubelet's API through nodes/proxy: %v, want forbidden", err)
 	}
 }

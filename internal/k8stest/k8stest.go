@@ -54,6 +54,9 @@ type Env struct {
 	DNS        string // COMPOSEBOX_K8S_DNS: the nameserver pods use
 	// Containerd is COMPOSEBOX_K8S_CONTAINERD: the socket of the cluster's own containerd.
 	Containerd string
+	// Volumes is COMPOSEBOX_K8S_VOLUMES: the node directory of the volumes several services of
+	// a sample share (the cluster has no StorageClass).
+	Volumes string
 }
 
 // Load reads bin/k8s/env from the repository's root, skipping the test when it is absent
@@ -100,7 +103,8 @@ func ReadEnv(path string) (Env, error) {
 		return Env{}, fmt.Errorf("read %s: %w", path, err)
 	}
 	env := Env{Kubeconfig: vars["KUBECONFIG"], Registry: vars["COMPOSEBOX_REGISTRY"],
-		Node: vars["COMPOSEBOX_K8S_NODE"], DNS: vars["COMPOSEBOX_K8S_DNS"], Containerd: vars["COMPOSEBOX_K8S_CONTAINERD"]}
+		Node: vars["COMPOSEBOX_K8S_NODE"], DNS: vars["COMPOSEBOX_K8S_DNS"], Containerd: vars["COMPOSEBOX_K8S_CONTAINERD"],
+		Volumes: vars["COMPOSEBOX_K8S_VOLUMES"]}
 	if env.Containerd == "" {
 		env.Containerd = "/run/composebox-k8s/containerd/containerd.sock" // an env file of an older make k8s
 	}

@@ -29,6 +29,14 @@ K8S_COREDNS_READY_PORT=${K8S_COREDNS_READY_PORT:-18181}
 K8S_ROUTER_HEALTH_PORT=${K8S_ROUTER_HEALTH_PORT:-20244}
 K8S_REGISTRY=127.0.0.1:$K8S_REGISTRY_PORT
 
+# On a cluster without a StorageClass, the volumes several services of a sample share are
+# directories on the node: under this one, which only root can traverse and which is mounted
+# nosuid and nodev (up.sh), so that what an agent leaves there is inert on the host.
+K8S_VOLUMES=$K8S_STATE/volumes
+# The pods' pids limit, as Docker's default for a sample's containers (the kubelet's
+# podPidsLimit: one value for every pod of the node).
+K8S_POD_PIDS=${K8S_POD_PIDS:-4096}
+
 PKI=$K8S_STATE/pki
 CTR_SOCK=$K8S_RUN/containerd/containerd.sock
 ADMIN_KUBECONFIG=$K8S_STATE/admin.kubeconfig

@@ -35,11 +35,79 @@ COMPOSEBOX_REGISTRY=$K8S_REGISTRY
 COMPOSEBOX_K8S_NODE=$K8S_NODE
 COMPOSEBOX_K8S_DNS=$K8S_GATEWAY
 COMPOSEBOX_K8S_CONTAINERD=$CTR_SOCK
+COMPOSEBOX_K8S_VOLUMES=$K8S_VOLUMES
 ENV
   mv "$ENV_FILE.tmp" "$ENV_FILE"
   # down.sh removes every env file it finds here, whichever checkout wrote it.
   mkdir -p "$K8S_RUN"
   grep -qxF "$ENV_FILE" "$K8S_RUN/envfiles" 2>/dev/null || echo "$ENV_FILE" >>"$K8S_RUN/envfiles"
+}
+
+# The volume root: a directory only root can traverse, bind-mounted onto itself with nosuid
+# and nodev, so that a setuid binary or a device node an agent leaves in a shared volume gives
+# nobody on the host anything. Idempotent.
+volume_root() {
+  mkdir -p "$K8S_VOLUMES"
+  chown 0:0 "$K8S_VOLUMES"
+  chmod 0700 "$K8S_VOLUMES"
+  if ! mountpoint -q "$K8S_VOLUMES"; then
+    mount --bind "$K8S_VOLUMES" "$K8S_VOLUMES"
+  fi
+  mount -o remount,bind,nosuid,nodev "$K8S_VOLUMES"
+}
+
+# The pods' traffic to the host and to Docker, whatever the NetworkPolicies say (composebox's
+# own deny the same, and kube-router enforces them; this holds for any pod, and in the moments
+# before a policy applies). The CNI firewall plugin accepts everything a pod sends
+# (CNI-FORWARD -s <pod> -j ACCEPT) in the filter table Docker's rules are in, ahead of Docker's
+# isolation, so, in chains jumped to first:
+# - FORWARD: nothing between the pods' bridge and Docker's bridges (docker0, br-*) or
+#   composebox's subnet pool (10.213.0.0/16), either way;
+# - INPUT: from the pods' bridge, only DNS to CoreDNS on the gateway (IPv6: neighbour
+#   discovery), and replies to what the host opened: no pod reaches a service of the host on
+#   any of its addresses.
+# The chains are named CNI-* so that down.sh removes them with the plugin's. Idempotent: they
+# are flushed and filled again.
+guard_pods() {
+  local ipt="$1 -w" chain rule
+  for chain in CNI-COMPOSEBOX-FORWARD CNI-COMPOSEBOX-INPUT; do
+    $ipt -N "$chain" 2>/dev/null || $ipt -F "$chain"
+  done
+  for rule in "-i $K8S_BRIDGE -o docker0" "-i $K8S_BRIDGE -o br-+" "-i docker0 -o $K8S_BRIDGE" "-i br-+ -o $K8S_BRIDGE" "${@:2}"; do
+    $ipt -A CNI-COMPOSEBOX-FORWARD $rule -j DROP
+  done
+  $ipt -A CNI-COMPOSEBOX-INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j RETURN
+  while read -r rule; do
+    [ -z "$rule" ] || $ipt -A CNI-COMPOSEBOX-INPUT $rule -j RETURN
+  done <<<"$INPUT_ALLOWED"
+  $ipt -A CNI-COMPOSEBOX-INPUT -j DROP
+  $ipt -C FORWARD -j CNI-COMPOSEBOX-FORWARD 2>/dev/null || $ipt -I FORWARD 1 -j CNI-COMPOSEBOX-FORWARD
+  $ipt -C INPUT -i "$K8S_BRIDGE" -j CNI-COMPOSEBOX-INPUT 2>/dev/null || $ipt -I INPUT 1 -i "$K8S_BRIDGE" -j CNI-COMPOSEBOX-INPUT
+}
+guard_pod_traffic() {
+  INPUT_ALLOWED="-d $K8S_GATEWAY -p udp --dport 53
+-d $K8S_GATEWAY -p tcp --dport 53" \
+    guard_pods iptables "-i $K8S_BRIDGE -d 10.213.0.0/16" "-s 10.213.0.0/16 -o $K8S_BRIDGE"
+  INPUT_ALLOWED="-p ipv6-icmp --icmpv6-type neighbour-solicitation
+-p ipv6-icmp --icmpv6-type neighbour-advertisement" \
+    guard_pods ip6tables
+}
+
+# CoreDNS's configuration: names of the cluster domain only. No reverse zone: a PTR query for
+# a pod's address would name its namespace (a sample's project) and its Services, so another
+# sample could list them; with no server for in-addr.arpa and ip6.arpa, CoreDNS refuses it.
+corefile() {
+  cat <<COREFILE
+$K8S_DOMAIN:53 {
+    bind $K8S_GATEWAY
+    errors
+    ready 127.0.0.1:$K8S_COREDNS_READY_PORT
+    kubernetes $K8S_DOMAIN {
+        kubeconfig $ADMIN_KUBECONFIG composebox
+        pods insecure
+    }
+}
+COREFILE
 }
 
 all_running() {
@@ -49,6 +117,19 @@ all_running() {
 }
 
 if all_running; then
+  # What a newer checkout of these scripts sets up and a running cluster can take without a
+  # restart: the volume root, the pods' traffic guard, CoreDNS's configuration (reloaded on
+  # SIGUSR1, without dropping a query).
+  volume_root
+  guard_pod_traffic
+  if ! corefile | cmp -s - "$K8S_STATE/Corefile"; then
+    corefile >"$K8S_STATE/Corefile"
+    kill -USR1 "$(cat "$(pidfile coredns)")"
+    log "reloaded CoreDNS's configuration"
+  fi
+  if ! grep -q "^podPidsLimit: $K8S_POD_PIDS\$" "$K8S_STATE/kubelet-config.yaml"; then
+    log "NOTICE: the running kubelet has no pids limit of $K8S_POD_PIDS per pod (an older make k8s started it); make k8s-down, then make k8s, to apply it"
+  fi
   write_env
   log "already running; wrote $ENV_FILE"
   exit 0
@@ -143,6 +224,8 @@ ready() {
 ip link add "$K8S_BRIDGE" type bridge
 ip addr add "$K8S_GATEWAY/${K8S_POD_CIDR#*/}" dev "$K8S_BRIDGE"
 ip link set "$K8S_BRIDGE" up
+guard_pod_traffic
+volume_root
 
 # --- registry -------------------------------------------------------------------------------
 cat >"$K8S_STATE/registry.yml" <<YML
@@ -334,6 +417,8 @@ evictionHard:
   nodefs.available: 1%
   imagefs.available: 1%
 serializeImagePulls: false
+# Docker's default for a sample's containers; Kubernetes has no per-pod form of its own.
+podPidsLimit: $K8S_POD_PIDS
 YAML
 start kubelet "$K8S_BIN_DIR/kubelet" \
   --config "$K8S_STATE/kubelet-config.yaml" --kubeconfig "$K8S_STATE/kubelet.kubeconfig" \
@@ -343,18 +428,7 @@ ready kubelet 60 curl -fsS http://127.0.0.1:10248/healthz
 # --- DNS and NetworkPolicy --------------------------------------------------------------
 # Without kube-proxy no ClusterIP is served, so CoreDNS runs on the host, on the bridge's
 # gateway, which is the nameserver the kubelet gives every pod.
-cat >"$K8S_STATE/Corefile" <<COREFILE
-.:53 {
-    bind $K8S_GATEWAY
-    errors
-    ready 127.0.0.1:$K8S_COREDNS_READY_PORT
-    kubernetes $K8S_DOMAIN in-addr.arpa ip6.arpa {
-        kubeconfig $ADMIN_KUBECONFIG composebox
-        pods insecure
-        fallthrough in-addr.arpa ip6.arpa
-    }
-}
-COREFILE
+corefile >"$K8S_STATE/Corefile"
 start coredns "$COREDNS_BIN_DIR/coredns" -conf "$K8S_STATE/Corefile"
 ready coredns 30 curl -fsS "http://127.0.0.1:$K8S_COREDNS_READY_PORT/ready"
 

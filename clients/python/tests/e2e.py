@@ -14,6 +14,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import time
 from typing import List, Optional, Tuple
 
 import pytest
@@ -132,6 +133,47 @@ def force_remove(task: str) -> None:
                              text=True).stdout.split()
         if ids:
             subprocess.run(["docker", kind, "rm", *ids], capture_output=True)
+
+
+def remove_containers(containers: List[str]) -> None:
+    """Removes a sample's containers under it, as an eviction or a person would: `docker rm -f`
+    on Docker; on Kubernetes, the pods (namespace/pod) deleted through the API as the cluster's
+    admin (its kubeconfig's certificate files), waiting until they are gone."""
+    if not KUBERNETES:
+        subprocess.run(["docker", "rm", "-f", *containers], capture_output=True, check=True)
+        return
+    import re
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    with open(cluster()[0]) as f:
+        conf = f.read()
+
+    def field(name: str) -> str:
+        m = re.search(r"^\s*" + name + r":\s*(\S+)\s*$", conf, re.M)
+        if not m:
+            pytest.skip(f"the kubeconfig gives no {name} file: cannot delete pods as its admin")
+        return m.group(1)
+
+    server = field("server")
+    ctx = ssl.create_default_context(cafile=field("certificate-authority"))
+    ctx.load_cert_chain(field("client-certificate"), field("client-key"))
+    for c in containers:
+        ns, pod = c.split("/", 1)
+        url = f"{server}/api/v1/namespaces/{ns}/pods/{pod}"
+        urllib.request.urlopen(urllib.request.Request(url + "?gracePeriodSeconds=0", method="DELETE"),
+                               context=ctx, timeout=30).close()
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(url, context=ctx, timeout=30).close()
+            except urllib.error.HTTPError as e:
+                if e.code == 404:
+                    break
+                raise
+            assert time.monotonic() < deadline, f"pod {c} still there a minute after its deletion"
+            time.sleep(0.2)
 
 
 def compose(user: str = "") -> str:

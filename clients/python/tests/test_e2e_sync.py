@@ -294,6 +294,17 @@ services:
         client.exec("cbx-nope-0000", ["true"], service="default")
 
 
+def test_sample_whose_containers_are_gone_is_unavailable(client, sample):
+    """Its containers removed under it (its pods deleted, on Kubernetes), a sample is
+    unavailable, on either backend, not unknown: inspect's provider turns that into
+    SandboxUnavailableError."""
+    e2e.remove_containers([sample.sandbox(s).container for s in sample.services])
+    with pytest.raises(composebox.SandboxUnavailable):
+        client.exec(sample.project, ["true"], service="default")
+    with pytest.raises(composebox.SandboxUnavailable):
+        client.read_file(sample.project, "/etc/hostname", service="default")
+
+
 def test_build_failure_is_build_failed(client, task_name, tmp_path):
     # A Dockerfile whose step fails: the server answers build_failed with the step and the
     # tail of the build log, which the client raises as BuildFailed.
