@@ -79,6 +79,11 @@ in_root() {
 in_root python3 -m venv --system-site-packages "$run/venv"
 in_root "$run/venv/bin/pip" install --quiet --no-deps --no-index "$wheel" >"$run/pip.log" 2>&1 ||
   { cat "$run/pip.log" >&2; die "installing $wheel failed"; }
+# inspect's console script, for the venv's interpreter (inspect_ai is the root's, whose own
+# script runs the root's python, which sees neither the wheel nor the stand-ins).
+printf '#!%s\nimport sys\nfrom inspect_ai._cli.main import main\nsys.exit(main())\n' "$run/venv/bin/python" \
+  >"$run/venv/bin/inspect"
+chmod +x "$run/venv/bin/inspect"
 # The stand-ins for what trixie lacks come after every installed package on sys.path.
 echo "$root_dir/clients/python/tests-inspect/standins" \
   >"$(in_root "$run/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/composebox-test-standins.pth"

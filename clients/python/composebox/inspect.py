@@ -65,6 +65,16 @@ class ComposeboxSandboxConfig(BaseModel):
     prebuilt: bool = False
     ready_timeout: Optional[float] = None
 
+    # inspect keeps specs in sets (a frozen SandboxEnvironmentSpec hashes its config): hash
+    # and compare by content, as inspect's own ComposeConfig does.
+    def __hash__(self) -> int:
+        return hash(self.model_dump_json())
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ComposeboxSandboxConfig):
+            return NotImplemented
+        return self.model_dump() == other.model_dump()
+
 
 # What the runner's code set with configure(); it takes precedence over the environment.
 _operator: Dict[str, Any] = {}

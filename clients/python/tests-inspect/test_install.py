@@ -42,6 +42,10 @@ def test_spec_fields_through_inspects_deserialisation():
     spec = SandboxEnvironmentSpec.model_validate(
         {"type": "composebox", "config": {"compose": "compose.yaml", "env": {"A": "1"}}})
     assert spec.config.compose == "compose.yaml" and spec.config.env == {"A": "1"}
+    # inspect keeps specs in sets: equal configs are one.
+    again = SandboxEnvironmentSpec.model_validate(
+        {"type": "composebox", "config": {"compose": "compose.yaml", "env": {"A": "1"}}})
+    assert len({spec, again}) == 1
     # A compose model is inspect's ComposeConfig, which the provider sends as YAML.
     spec = SandboxEnvironmentSpec.model_validate(
         {"type": "composebox", "config": {"services": {"default": {"image": "x"}}}})
