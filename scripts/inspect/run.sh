@@ -89,8 +89,12 @@ echo "$root_dir/clients/python/tests-inspect/standins" \
   >"$(in_root "$run/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/composebox-test-standins.pth"
 log "trixie root ready in ${t_root} s ($root); $(in_root python3 -c 'import sys, inspect_ai, pydantic; print("python", sys.version.split()[0], "inspect_ai", inspect_ai.__version__, "pydantic", pydantic.VERSION)')"
 
+# The exec_remote tests' images (musl, glibc), made FROM scratch with this machine's files.
+"$here/images.sh" "$run/images"
+
 # What the tests read, passed through; the rest of the host's environment stays out.
-pass=(COMPOSEBOX_BIN="$(realpath "$bin")" INSPECT_SRC="$src" COMPOSEBOX_REPO="$root_dir")
+pass=(COMPOSEBOX_BIN="$(realpath "$bin")" INSPECT_SRC="$src" COMPOSEBOX_REPO="$root_dir"
+  INSPECT_TEST_IMAGES="$run/images")
 for v in COMPOSEBOX_TEST_BACKEND COMPOSEBOX_TEST_ENGINES COMPOSEBOX_K8S_REQUIRED KUBECONFIG \
   COMPOSEBOX_REGISTRY INSPECT_TESTS_QUICK; do
   [ -z "${!v:-}" ] || pass+=("$v=${!v}")
