@@ -14,7 +14,7 @@ TEST_FLAGS ?= -count=1 -timeout 25m
 FAKE_PKGS := ./orchestrator/ ./api/
 FAKE_TESTS := ^TestFake
 
-.PHONY: build test test-python test-python-k8s lint docker k8s k8s-down demo docs bench bench-floor bench-pool bench-api bench-engines bench-k8s clean
+.PHONY: build test test-python test-python-k8s test-inspect test-inspect-k8s lint docker k8s k8s-down demo docs bench bench-floor bench-pool bench-api bench-engines bench-k8s clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/composebox
@@ -47,13 +47,15 @@ test: docker
 	$(GO) test -race $(TEST_FLAGS) -run '$(FAKE_TESTS)' $(FAKE_PKGS) || status=1; \
 	$(GO) test $(TEST_FLAGS) $(if $(K8S_ON),-skip '$(K8S_CLI_TESTS)') $(PLAIN_EARLY) || status=1; \
 	$(MAKE) --no-print-directory test-python || status=1; \
+	$(MAKE) --no-print-directory test-inspect || status=1; \
 	$(if $(K8S_ON),if wait $$k8s; then tail -n 1 $(K8S_LOG); \
 	  else cat $(K8S_LOG); echo "test: the local Kubernetes cluster did not come up" >&2; status=1; fi; \
 	  export COMPOSEBOX_K8S_REQUIRED=1; \
 	  $(GO) test -race $(TEST_FLAGS) $(MODULE)/internal/k8stest || status=1; \
 	  $(GO) test $(TEST_FLAGS) $(MODULE)/kubernetes || status=1; \
 	  $(GO) test $(TEST_FLAGS) -run '$(K8S_CLI_TESTS)' ./cmd/composebox/ || status=1; \
-	  $(MAKE) --no-print-directory test-python-k8s || status=1;, \
+	  $(MAKE) --no-print-directory test-python-k8s || status=1; \
+	  $(MAKE) --no-print-directory test-inspect-k8s || status=1;, \
 	  $(GO) test $(TEST_FLAGS) $(K8S_PKGS) || status=1;) \
 	scripts/leakcheck.sh check || status=1; \
 	exit $$status
@@ -97,6 +99,26 @@ test-python-k8s: build
 	@env -u PYTHONPATH -u KUBECONFIG -u COMPOSEBOX_REGISTRY COMPOSEBOX_BIN=$(ROOT)/$(BIN) \
 	  COMPOSEBOX_TEST_BACKEND=kubernetes COMPOSEBOX_TEST_STACK=installed \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider $(addprefix $(ROOT)/clients/python/tests/,$(PYTHON_K8S_TESTS))
+
+# The real inspect_ai against the provider (clients/python/tests-inspect): inspect_ai 0.3.260
+# from ../shared/inspect_ai on Python 3.13 in a Debian trixie root that scripts/inspect/root.sh
+# builds once and caches in /var/cache/composebox-trixie (INSPECT_ROOT_CACHE), the client from
+# the wheel clients/python builds. Every test on the local engine, then those marked `backends`
+# over two private engines (scripts/inspect/engines.sh). Skipped with a NOTICE where
+# ../shared/inspect_ai is absent (a user's clone). INSPECT_FLAGS go to pytest, e.g.
+#   make test-inspect INSPECT_FLAGS='-k self_check'
+INSPECT_FLAGS ?=
+test-inspect: build
+	$(GO) build -o bin/testdockerd ./internal/testutil/dockerd/testdockerd
+	@status=0; COMPOSEBOX_BIN=$(ROOT)/$(BIN) $(ROOT)/scripts/inspect/run.sh $(INSPECT_FLAGS) || status=1; \
+	COMPOSEBOX_BIN=$(ROOT)/$(BIN) $(ROOT)/scripts/inspect/engines.sh $(INSPECT_FLAGS) || status=1; \
+	exit $$status
+
+# The same tests marked `backends` against servers on the local Kubernetes cluster (bin/k8s/env,
+# as for test-python-k8s); they skip without it (fail under COMPOSEBOX_K8S_REQUIRED).
+test-inspect-k8s: build
+	@env -u KUBECONFIG -u COMPOSEBOX_REGISTRY COMPOSEBOX_BIN=$(ROOT)/$(BIN) COMPOSEBOX_TEST_BACKEND=kubernetes \
+	  $(ROOT)/scripts/inspect/run.sh -m backends $(INSPECT_FLAGS)
 
 # The CLI reference, docs/cli, written from the commands' own help; TestCLIReferenceIsFresh
 # fails when it is stale.

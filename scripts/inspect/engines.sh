@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs run.sh's tests marked `backends` with the provider's servers spread over two private
+# Docker engines (bin/testdockerd: each its own data root, socket and bridge; the host's engine
+# is left alone), as COMPOSEBOX_TEST_ENGINES tells the tests. The engines go when it ends.
+# Usage: scripts/inspect/engines.sh [pytest args...]   (root; make test-inspect runs it)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root_dir=$(cd "$here/../.." && pwd)
+LOG_PREFIX=test-inspect-engines
+. "$here/common.sh"
+
+coproc ENGINES { exec "$root_dir/bin/testdockerd" -n 2 -prefix cbxpi; }
+engines=()
+while read -r line <&"${ENGINES[0]}"; do
+  case $line in
+    "engine "*) engines+=("${line#engine }") ;;
+    ready) break ;;
+  esac
+done
+[ ${#engines[@]} -eq 2 ] || die "the private engines did not start"
+log "engines: ${engines[*]}"
+status=0
+COMPOSEBOX_TEST_ENGINES=$(IFS=,; echo "${engines[*]}") "$here/run.sh" -m backends "$@" || status=$?
+# Closing its stdin stops the daemons and removes what they had.
+exec {ENGINES[1]}>&-
+wait "$ENGINES_PID" || true
+exit $status
