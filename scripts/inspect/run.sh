@@ -15,6 +15,7 @@
 # Where INSPECT_SRC is absent (a user's clone), it prints a NOTICE and exits 0.
 #
 # Usage: scripts/inspect/run.sh [pytest args...]
+#        scripts/inspect/run.sh --script FILE [args...]   (a program instead, e.g. the benchmark)
 # Environment: INSPECT_SRC (default ../shared/inspect_ai beside the checkout), COMPOSEBOX_BIN
 # (default bin/composebox), PYTHON (the host's, to build the wheel), and whatever the tests
 # read (COMPOSEBOX_TEST_BACKEND, COMPOSEBOX_TEST_ENGINES, COMPOSEBOX_K8S_REQUIRED...).
@@ -100,8 +101,14 @@ for v in COMPOSEBOX_TEST_BACKEND COMPOSEBOX_TEST_ENGINES COMPOSEBOX_K8S_REQUIRED
   [ -z "${!v:-}" ] || pass+=("$v=${!v}")
 done
 status=0
-in_root /usr/bin/env -C "$root_dir/clients/python/tests-inspect" "${pass[@]}" "$run/venv/bin/python" -m pytest -q -p no:cacheprovider \
-  --rootdir "$root_dir/clients/python/tests-inspect" "$root_dir/clients/python/tests-inspect" "$@" ||
-  status=$?
+if [ "${1:-}" = --script ]; then
+  # A program instead of the tests (the benchmark), in the same environment, from the checkout.
+  shift
+  in_root /usr/bin/env -C "$root_dir" "${pass[@]}" "$run/venv/bin/python" "$@" || status=$?
+else
+  in_root /usr/bin/env -C "$root_dir/clients/python/tests-inspect" "${pass[@]}" "$run/venv/bin/python" -m pytest -q -p no:cacheprovider \
+    --rootdir "$root_dir/clients/python/tests-inspect" "$root_dir/clients/python/tests-inspect" "$@" ||
+    status=$?
+fi
 log "done in $((SECONDS - t0)) s (the root: ${t_root} s)"
 exit $status

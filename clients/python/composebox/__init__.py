@@ -8,13 +8,15 @@ from .errors import (BuildFailed, Busy, ComposeboxError, Conflict, IncompatibleS
                      InvalidConfig, IsADirectory, NotFound, OutputLimitExceeded, PermissionDenied,
                      PolicyViolation, PrerequisiteError, SandboxUnavailable, ServerError, Timeout,
                      Unauthorized)
+from .process import AsyncExecProcess
 from .tty import AsyncTTYSession, TTYSession
 from .types import (Connection, DoctorCheck, DoctorReport, Event, ExecEvent, ExecResult, Lease,
                     PoolStatus, Port, Sample, SandboxInfo, Task, Version)
 
 __all__ = [
     "__version__", "API_VERSION", "MIN_API_REVISION",
-    "AsyncClient", "AsyncExecStream", "AsyncTTYSession", "Client", "ExecStream", "TTYSession",
+    "AsyncClient", "AsyncExecProcess", "AsyncExecStream", "AsyncTTYSession", "Client",
+    "ExecStream", "TTYSession",
     "BuildFailed", "Busy", "ComposeboxError", "Conflict", "IncompatibleServer", "InvalidConfig",
     "IsADirectory", "NotFound", "OutputLimitExceeded", "PermissionDenied", "PolicyViolation",
     "PrerequisiteError", "SandboxUnavailable", "ServerError", "Timeout", "Unauthorized",
