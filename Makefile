@@ -14,7 +14,7 @@ TEST_FLAGS ?= -count=1 -timeout 25m
 FAKE_PKGS := ./orchestrator/ ./api/
 FAKE_TESTS := ^TestFake
 
-.PHONY: build test test-python test-python-k8s test-inspect test-inspect-k8s lint docker k8s k8s-down demo docs bench bench-floor bench-pool bench-api bench-engines bench-k8s clean
+.PHONY: build test test-python test-python-k8s test-inspect test-inspect-k8s lint docker k8s k8s-down demo docs bench bench-floor bench-pool bench-api bench-engines bench-k8s bench-inspect clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/composebox
@@ -183,6 +183,18 @@ BENCH_API_FLAGS ?=
 bench-api: build
 	$(GO) build -o bin/cbxbench-api ./bench/api
 	$(PYTHON) bench/api/bench_api.py --bin $(CURDIR)/$(BIN) --lib $(CURDIR)/bin/cbxbench-api --out bench/RESULTS.md $(BENCH_API_FLAGS)
+
+# The inspect_ai provider with the real inspect_ai (bench/inspect, in the test root of
+# scripts/inspect/run.sh): 200 execs at once from one sample through the provider against the
+# same through the Go library (bench/api's program), then exec_remote's first byte against a
+# model of inspect's polling. Replaces bench/RESULTS.md's "inspect_ai provider" section (a few
+# minutes). Not part of .ci/run. A smoke run that writes nowhere:
+#   make bench-inspect BENCH_INSPECT_FLAGS='--rounds 1 --latency-rounds 1 --out='
+BENCH_INSPECT_FLAGS ?=
+bench-inspect: build
+	$(GO) build -o bin/cbxbench-api ./bench/api
+	COMPOSEBOX_BIN=$(ROOT)/$(BIN) $(ROOT)/scripts/inspect/run.sh --script bench/inspect/bench_inspect.py \
+	  --lib $(ROOT)/bin/cbxbench-api --out bench/RESULTS.md $(BENCH_INSPECT_FLAGS)
 
 # Several engines (bench/engines), written into bench/RESULTS.md's own section: placement on 50
 # fake engines (10,000 placements: decision time, imbalance, image locality, against random and
