@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Writes the build contexts of the exec_remote tests' images into OUT: nothing can be pulled,
 # so each is FROM scratch, with this machine's own files.
-#   OUT/glibc  a Debian-like image: Debian's dash as /bin/sh, coreutils' cat and sleep, the
+#   OUT/glibc  a Debian-like image: Debian's dash as /bin/sh, coreutils' cat, sleep and env, the
 #              probe (clients/python/tests-inspect/images/probe.c) built with gcc, and the
 #              glibc they load
 #   OUT/musl   a musl image, as Alpine's are: the probe built with musl-gcc, and musl's loader
@@ -29,7 +29,7 @@ rootfs=$out/glibc/rootfs
 mkdir -p "$rootfs/bin" "$rootfs/tmp" "$rootfs/etc"
 gcc -O2 -o "$rootfs/bin/probe" "$probe"
 cp -L "$(command -v dash)" "$rootfs/bin/sh"
-cp -L "$(command -v cat)" "$(command -v sleep)" "$rootfs/bin/"
+cp -L "$(command -v cat)" "$(command -v sleep)" "$(command -v env)" "$rootfs/bin/"
 for f in "$rootfs"/bin/*; do
   ldd "$f" | awk '/=> \// { print $3 } /^\t\/lib/ { print $1 }'
 done | sort -u | while read -r lib; do copy "$lib" "$rootfs"; done
