@@ -11,6 +11,12 @@ root_dir=$(cd "$here/../.." && pwd)
 LOG_PREFIX=test-inspect-engines
 . "$here/common.sh"
 
+src=${INSPECT_SRC:-$(realpath -m "$root_dir/../shared/inspect_ai")}
+if [ ! -d "$src/src/inspect_ai" ]; then
+  log "NOTICE: skipped the tests on the real inspect_ai over several engines: no inspect_ai source at $src"
+  exit 0
+fi
+
 coproc ENGINES { exec "$root_dir/bin/testdockerd" -n 2 -prefix cbxpi; }
 engines=()
 while read -r line <&"${ENGINES[0]}"; do

@@ -75,6 +75,8 @@ def left(task: str) -> List[str]:
 
 def force_remove(task: str) -> None:
     cli("cleanup", "--all", "--task", task, check=False)
+    # The images built for the task too: every run's task has a name of its own.
+    cli("cleanup", "--images", "--task", task, check=False)
     if not e2e.KUBERNETES:
         e2e.force_remove(task)
 
