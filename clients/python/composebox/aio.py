@@ -95,6 +95,7 @@ class AsyncClient:
         self._connect_timeout = connect_timeout
         self._lease_ttl = lease_ttl
         self._http: Optional[httpx.AsyncClient] = None
+        self._beat_http: Optional[httpx.AsyncClient] = None
         self._lease: Optional[Lease] = None
         self._lease_lock: Optional[asyncio.Lock] = None
         self._heartbeat: Optional["asyncio.Task[None]"] = None
@@ -148,6 +149,16 @@ class AsyncClient:
         self._http = httpx.AsyncClient(base_url=self._endpoint.base_url, transport=transport,
                                        headers=self._endpoint.headers(),
                                        timeout=httpx.Timeout(None, connect=self._connect_timeout))
+        # Heartbeats have connections of their own (see composebox.Client): in the shared pool
+        # they would wait behind the lease's requests, and the lease would lapse under load.
+        beat_transport = None
+        if self._endpoint.socket:
+            beat_transport = httpx.AsyncHTTPTransport(uds=self._endpoint.socket)
+            _uds.fix_unix_writes(beat_transport)
+        self._beat_http = httpx.AsyncClient(base_url=self._endpoint.base_url,
+                                            transport=beat_transport,
+                                            headers=self._endpoint.headers(),
+                                            timeout=httpx.Timeout(None, connect=self._connect_timeout))
         try:
             await self.check_server()
         except BaseException:
@@ -181,6 +192,8 @@ class AsyncClient:
         finally:
             if self._http is not None:
                 await self._http.aclose()
+            if self._beat_http is not None:
+                await self._beat_http.aclose()
             if self._server is not None:
                 server, self._server = self._server, None
                 await asyncio.get_running_loop().run_in_executor(None, server.stop)
@@ -292,8 +305,13 @@ class AsyncClient:
         while True:
             await asyncio.sleep(interval)
             try:
-                await self._request("POST", c.lease_path(lease.id, "heartbeat"),
-                                    what="heartbeat lease")
+                assert self._beat_http is not None
+                try:
+                    r = await self._beat_http.post(c.lease_path(lease.id, "heartbeat"),
+                                                   headers={c.LEASE_HEADER: lease.id})
+                except httpx.TransportError as e:
+                    raise self._unreachable("heartbeat lease", e) from e
+                await self._raise_for(r, "heartbeat lease")
                 self.heartbeats += 1
                 self.heartbeat_error = None
             except asyncio.CancelledError:

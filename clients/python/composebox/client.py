@@ -124,6 +124,13 @@ class Client:
         self._http = httpx.Client(base_url=self._endpoint.base_url, transport=transport,
                                   headers=self._endpoint.headers(),
                                   timeout=httpx.Timeout(None, connect=connect_timeout))
+        # Heartbeats have connections of their own: in the shared pool they would wait behind
+        # the lease's requests (hundreds of execs at once fill it), and a lease whose heartbeat
+        # waits past its TTL lapses, taking its samples with it.
+        self._beat_http = httpx.Client(
+            base_url=self._endpoint.base_url,
+            transport=httpx.HTTPTransport(uds=self._endpoint.socket) if self._endpoint.socket else None,
+            headers=self._endpoint.headers(), timeout=httpx.Timeout(None, connect=connect_timeout))
         self._connect_timeout = connect_timeout
         self._lease_ttl = lease_ttl
         self._lease: Optional[Lease] = None
@@ -190,6 +197,7 @@ class Client:
                     pass
         finally:
             self._http.close()
+            self._beat_http.close()
             if self._server is not None:
                 self._server.stop()
 
@@ -293,7 +301,12 @@ class Client:
         return r
 
     def _heartbeat_once(self, lease_id: str) -> None:
-        self._request("POST", c.lease_path(lease_id, "heartbeat"), what="heartbeat lease")
+        try:
+            r = self._beat_http.post(c.lease_path(lease_id, "heartbeat"),
+                                     headers={c.LEASE_HEADER: lease_id})
+        except httpx.TransportError as e:
+            raise self._unreachable("heartbeat lease", e) from e
+        self._raise_for(r, "heartbeat lease")
 
     def lease(self) -> Lease:
         """The client's lease, opened (and its heartbeat started) on first use."""
