@@ -95,6 +95,7 @@ func TestBaseImageAddUser(t *testing.T) {
 adduser --comment self_check.py --disabled-password deb-user
 adduser -D bb-user
 adduser -D bb-user 2>/dev/null && exit 8
+adduser --comment 'x:0:0:root' evil 2>/dev/null && exit 7
 su -s /bin/sh deb-user -c id; su -s /bin/sh bb-user -c 'id; touch ~/mine && stat -c %U ~/mine'`
 	res := testutil.Run(t, c, ref, "", "sh", "-c", script)
 	want := "uid=1001(deb-user) gid=1001(deb-user) groups=1001(deb-user)\n" +

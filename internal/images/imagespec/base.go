@@ -72,6 +72,8 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$name" ] || { usage >&2; exit 1; }
 case "$name" in *[!a-zA-Z0-9._-]*|-*) echo "adduser: invalid user name '$name'" >&2; exit 1 ;; esac
+case "$gecos$home$shell$uid" in *:*|*"
+"*) echo "adduser: a field holds ':' or a newline" >&2; exit 1 ;; esac
 if grep -q "^$name:" /etc/passwd; then echo "adduser: the user '$name' already exists" >&2; exit 1; fi
 first=1001 last=59999
 [ -z "$system" ] || { first=100 last=999; }
