@@ -21,7 +21,7 @@ TEST_FLAGS ?= -count=1 -timeout 25m
 FAKE_PKGS := ./orchestrator/ ./api/
 FAKE_TESTS := ^TestFake
 
-.PHONY: build wheel test test-python test-python-k8s lint docker k8s k8s-down demo docs bench bench-floor bench-pool bench-api bench-engines bench-k8s bench-startup clean
+.PHONY: build wheel test test-python test-python-k8s test-inspect test-inspect-k8s lint docker k8s k8s-down demo docs bench bench-floor bench-pool bench-api bench-engines bench-k8s bench-startup bench-inspect clean
 
 build:
 	$(GO_BUILD) -o $(BIN) ./cmd/composebox
@@ -73,13 +73,15 @@ test: docker
 	$(GO) test -race $(TEST_FLAGS) -run '$(FAKE_TESTS)' $(FAKE_PKGS) || status=1; \
 	$(GO) test $(TEST_FLAGS) $(if $(K8S_ON),-skip '$(K8S_CLI_TESTS)') $(PLAIN_EARLY) || status=1; \
 	$(MAKE) --no-print-directory test-python || status=1; \
+	$(MAKE) --no-print-directory test-inspect || status=1; \
 	$(if $(K8S_ON),if wait $$k8s; then tail -n 1 $(K8S_LOG); \
 	  else cat $(K8S_LOG); echo "test: the local Kubernetes cluster did not come up" >&2; status=1; fi; \
 	  export COMPOSEBOX_K8S_REQUIRED=1; \
 	  $(GO) test -race $(TEST_FLAGS) $(MODULE)/internal/k8stest || status=1; \
 	  $(GO) test $(TEST_FLAGS) $(MODULE)/kubernetes || status=1; \
 	  $(GO) test $(TEST_FLAGS) -run '$(K8S_CLI_TESTS)' ./cmd/composebox/ || status=1; \
-	  $(MAKE) --no-print-directory test-python-k8s || status=1;, \
+	  $(MAKE) --no-print-directory test-python-k8s || status=1; \
+	  $(MAKE) --no-print-directory test-inspect-k8s || status=1;, \
 	  $(GO) test $(TEST_FLAGS) $(K8S_PKGS) || status=1;) \
 	scripts/leakcheck.sh check || status=1; \
 	exit $$status
@@ -123,6 +125,26 @@ test-python-k8s: build
 	@env -u PYTHONPATH -u KUBECONFIG -u COMPOSEBOX_REGISTRY COMPOSEBOX_BIN=$(ROOT)/$(BIN) \
 	  COMPOSEBOX_TEST_BACKEND=kubernetes COMPOSEBOX_TEST_STACK=installed \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider $(addprefix $(ROOT)/clients/python/tests/,$(PYTHON_K8S_TESTS))
+
+# The real inspect_ai against the provider (clients/python/tests-inspect): inspect_ai 0.3.260
+# from ../shared/inspect_ai on Python 3.13 in a Debian trixie root that scripts/inspect/root.sh
+# builds once and caches in /var/cache/composebox-trixie (INSPECT_ROOT_CACHE), the client from
+# the wheel clients/python builds. Every test on the local engine, then those marked `backends`
+# over two private engines (scripts/inspect/engines.sh). Skipped with a NOTICE where
+# ../shared/inspect_ai is absent (a user's clone). INSPECT_FLAGS go to pytest, e.g.
+#   make test-inspect INSPECT_FLAGS='-k self_check'
+INSPECT_FLAGS ?=
+test-inspect: build
+	$(GO) build -o bin/testdockerd ./internal/testutil/dockerd/testdockerd
+	@status=0; COMPOSEBOX_BIN=$(ROOT)/$(BIN) $(ROOT)/scripts/inspect/run.sh $(INSPECT_FLAGS) || status=1; \
+	COMPOSEBOX_BIN=$(ROOT)/$(BIN) $(ROOT)/scripts/inspect/engines.sh $(INSPECT_FLAGS) || status=1; \
+	exit $$status
+
+# The same tests marked `backends` against servers on the local Kubernetes cluster (bin/k8s/env,
+# as for test-python-k8s); they skip without it (fail under COMPOSEBOX_K8S_REQUIRED).
+test-inspect-k8s: build
+	@env -u KUBECONFIG -u COMPOSEBOX_REGISTRY COMPOSEBOX_BIN=$(ROOT)/$(BIN) COMPOSEBOX_TEST_BACKEND=kubernetes \
+	  $(ROOT)/scripts/inspect/run.sh -m backends $(INSPECT_FLAGS)
 
 # The CLI reference, docs/cli, written from the commands' own help; TestCLIReferenceIsFresh
 # fails when it is stale.
@@ -187,6 +209,18 @@ BENCH_API_FLAGS ?=
 bench-api: build
 	$(GO) build -o bin/cbxbench-api ./bench/api
 	$(PYTHON) bench/api/bench_api.py --bin $(CURDIR)/$(BIN) --lib $(CURDIR)/bin/cbxbench-api --out bench/RESULTS.md $(BENCH_API_FLAGS)
+
+# The inspect_ai provider with the real inspect_ai (bench/inspect, in the test root of
+# scripts/inspect/run.sh): 200 execs at once from one sample through the provider against the
+# same through the Go library (bench/api's program), then exec_remote's first byte against a
+# model of inspect's polling. Replaces bench/RESULTS.md's "inspect_ai provider" section (a few
+# minutes). Not part of .ci/run. A smoke run that writes nowhere:
+#   make bench-inspect BENCH_INSPECT_FLAGS='--rounds 1 --latency-rounds 1 --out='
+BENCH_INSPECT_FLAGS ?=
+bench-inspect: build
+	$(GO) build -o bin/cbxbench-api ./bench/api
+	COMPOSEBOX_BIN=$(ROOT)/$(BIN) $(ROOT)/scripts/inspect/run.sh --script bench/inspect/bench_inspect.py \
+	  --lib $(ROOT)/bin/cbxbench-api --out bench/RESULTS.md $(BENCH_INSPECT_FLAGS)
 
 # Several engines (bench/engines), written into bench/RESULTS.md's own section: placement on 50
 # fake engines (10,000 placements: decision time, imbalance, image locality, against random and

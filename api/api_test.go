@@ -336,7 +336,12 @@ services:
 	if err != nil || !bytes.Contains(line, []byte(`"stdout"`)) {
 		t.Fatalf("first stream event %q: %v", line, err)
 	}
-	ts.do(t, "POST", sb+"/exec", jsonBody(t, ExecRequest{Cmd: []string{"true"}}), hdr).wantError(t, http.StatusTooManyRequests, KindBusy)
+	busy := ts.do(t, "POST", sb+"/exec", jsonBody(t, ExecRequest{Cmd: []string{"true"}}), hdr)
+	// The answer says how long to wait and what the bound is, for clients that retry.
+	if e := busy.wantError(t, http.StatusTooManyRequests, KindBusy); e.Detail["retry_after_seconds"] != BusyRetryAfter.Seconds() ||
+		e.Detail["max_per_lease"] != float64(1) || busy.header.Get("Retry-After") != "1" {
+		t.Fatalf("busy answer without its hint: %+v, Retry-After %q", e, busy.header.Get("Retry-After"))
+	}
 	c := testutil.Docker(t)
 	sleeps := func() int {
 		top, err := c.ContainerTop(t.Context(), sm.Sandboxes[0].Container, nil)

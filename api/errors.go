@@ -3,7 +3,10 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/orchestrator"
@@ -44,7 +47,13 @@ type Error struct {
 // serverError is a failure of the server's own, in a kind the library does not have.
 type serverError struct {
 	kind, msg string
+	detail    map[string]any
 }
+
+// BusyRetryAfter is the wait a busy answer suggests before the same request is sent again
+// (detail.retry_after_seconds, and the Retry-After header rounded up to whole seconds): a
+// lease's requests free their slots as they finish, most of them within a fraction of a second.
+const BusyRetryAfter = 100 * time.Millisecond
 
 func (e *serverError) Error() string { return e.msg }
 
@@ -57,6 +66,9 @@ func errorBody(err error) Error {
 		kind = se.kind
 	}
 	body := Error{Kind: kind, Message: err.Error()}
+	if se != nil {
+		body.Detail = se.detail
+	}
 	var ee *orchestrator.ExecError
 	var be *orchestrator.BuildError
 	switch {
@@ -77,6 +89,9 @@ func statusOf(kind string) int {
 
 func writeError(w http.ResponseWriter, err error) {
 	body := errorBody(err)
+	if body.Kind == KindBusy {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(BusyRetryAfter.Seconds()))))
+	}
 	writeJSON(w, statusOf(body.Kind), body)
 }
 

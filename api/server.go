@@ -317,7 +317,8 @@ func (s *Server) acquire(id string, optional bool) (release func(), err error) {
 		return nil, notFound(fmt.Sprintf("lease %s: no such lease (expired or closed)", id))
 	}
 	if l.inflight >= s.opts.MaxPerLease {
-		return nil, &serverError{kind: KindBusy, msg: fmt.Sprintf("lease %s: %d requests already running (the server's --max-per-lease)", id, l.inflight)}
+		return nil, &serverError{kind: KindBusy, msg: fmt.Sprintf("lease %s: %d requests already running (the server's --max-per-lease)", id, l.inflight),
+			detail: map[string]any{"max_per_lease": s.opts.MaxPerLease, "retry_after_seconds": BusyRetryAfter.Seconds()}}
 	}
 	l.inflight++
 	return func() {

@@ -85,6 +85,30 @@ touch /tmp/x /workspace/y && echo writable`
 	}
 }
 
+// Harnesses add users to a sample (inspect_ai's self-check runs `adduser --help`, then the
+// Debian or the BusyBox form): the base image's adduser takes both, and the users it adds run
+// commands, own their home and get numbers of their own.
+func TestBaseImageAddUser(t *testing.T) {
+	c := testutil.Docker(t)
+	ref := testutil.BaseImage(t)
+	script := `adduser --help | grep -q BusyBox && exit 9
+adduser --comment self_check.py --disabled-password deb-user
+adduser -D bb-user
+adduser -D bb-user 2>/dev/null && exit 8
+adduser --comment 'x:0:0:root' evil 2>/dev/null && exit 7
+su -s /bin/sh deb-user -c id; su -s /bin/sh bb-user -c 'id; touch ~/mine && stat -c %U ~/mine'`
+	res := testutil.Run(t, c, ref, "", "sh", "-c", script)
+	want := "uid=1001(deb-user) gid=1001(deb-user) groups=1001(deb-user)\n" +
+		"uid=1002(bb-user) gid=1002(bb-user) groups=1002(bb-user)\nbb-user\n"
+	if res.ExitCode != 0 || res.Stdout != want {
+		t.Errorf("adduser:\n got %s\nwant stdout %q", res, want)
+	}
+	res = testutil.Run(t, c, ref, imagespec.SandboxUser, "adduser", "-D", "intruder")
+	if res.ExitCode == 0 {
+		t.Errorf("the non-root user could add a user: %s", res)
+	}
+}
+
 func TestConcurrentEnsureBuildsOncePerTag(t *testing.T) {
 	c := testutil.Docker(t)
 	testutil.BaseImage(t) // a FROM of a local image never pulls

@@ -15,11 +15,13 @@ import (
 // environment, e.g. `env -i`, as long as its parent is still there). Each round stops the
 // whole set before killing it, so a process cannot fork faster than it is killed, and rounds
 // repeat until a scan finds nothing. It needs only sh, grep and kill: busybox and every
-// Debian-like image have them. Exit 0: nothing tagged is left.
+// Debian-like image have them. Exit 0: nothing tagged is left; exit 3: no grep (an image cut
+// down to a shell and its program), where a scan would find nothing and kill nothing.
 //
 // grep runs without -F on purpose: busybox's fixed-string search stops at the first NUL of
 // the environ file. The tag's alphabet (base32) holds no regular expression metacharacter.
-const killScript = `t="` + TagEnv + `=$1"
+const killScript = `command -v grep >/dev/null 2>&1 || exit 3
+t="` + TagEnv + `=$1"
 me=$$
 n=0
 while [ $n -lt 20 ]; do
@@ -48,16 +50,23 @@ done
 exit 1
 `
 
+// killNoGrep is killScript's exit code in a container without grep.
+const killNoGrep = 3
+
 // killTree kills every process of the exec tagged tag. The primary mechanism is a second
 // exec running killScript as the same user as the command: root would not do, because
 // reading another user's /proc/<pid>/environ takes CAP_SYS_PTRACE, which containers lack by
 // default, while a user may always read (and signal) its own processes. When the image has
 // no shell, it falls back to killing from the host through /proc, which works when the
-// engine runs on this host and this process may signal its processes (see hostKill).
+// engine runs on this host and this process may signal its processes (see hostKill). So does
+// an image with a shell but no grep.
 func killTree(ctx context.Context, t Target, user, tag, execID string) error {
 	code, started, out, err := quickExec(ctx, t, user, []string{"/bin/sh", "-c", killScript, "sh", tag})
 	if err != nil {
 		return fmt.Errorf("kill exec: %w", err)
+	}
+	if started && code == killNoGrep {
+		started, out = false, "no grep"
 	}
 	if started {
 		if code == 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"os/exec"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -179,5 +180,24 @@ func TestLimitWriter(t *testing.T) {
 	l = &limitWriter{w: &out, limit: -1}
 	if _, err := l.Write(make([]byte, 1<<20)); err != nil || l.over {
 		t.Fatalf("no limit: %v", err)
+	}
+}
+
+// The in-container kill script in a shell without grep (a Debian-like image cut down to a shell
+// and its program; busybox's shell always finds its own grep) says so with killNoGrep, so that
+// killTree kills from the host, where a scan would otherwise find nothing and report success
+// with the command still running. The real-engine case is the inspect_ai suite's exec_remote
+// kill on such an image.
+func TestKillScriptWithoutGrep(t *testing.T) {
+	sh, err := exec.LookPath("dash")
+	if err != nil {
+		t.Skip("no dash to run the script with")
+	}
+	cmd := exec.Command(sh, "-c", killScript, "sh", "TAG")
+	cmd.Env = []string{"PATH=" + t.TempDir()}
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != killNoGrep {
+		t.Fatalf("kill script without grep: %v, want exit %d", err, killNoGrep)
 	}
 }

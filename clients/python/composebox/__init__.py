@@ -11,7 +11,7 @@ from ._version import API_VERSION, MIN_API_REVISION, __version__
 # the `composebox` console script and `python -m composebox` import it on every run, and hand
 # over to the binary without needing httpx.
 _LAZY = {
-    "AsyncClient": "aio", "AsyncExecStream": "aio",
+    "AsyncClient": "aio", "AsyncExecStream": "aio", "AsyncExecProcess": "process",
     "Client": "client", "ExecStream": "client",
     "AsyncTTYSession": "tty", "TTYSession": "tty",
     "BuildFailed": "errors", "Busy": "errors", "ComposeboxError": "errors", "Conflict": "errors",
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from .aio import AsyncClient, AsyncExecStream
     from .client import Client, ExecStream
+    from .process import AsyncExecProcess
     from .errors import (BuildFailed, Busy, ComposeboxError, Conflict, IncompatibleServer,
                          InvalidConfig, IsADirectory, NotFound, OutputLimitExceeded,
                          PermissionDenied, PolicyViolation, PrerequisiteError, SandboxUnavailable,
@@ -56,7 +57,8 @@ def __dir__() -> List[str]:
 
 __all__ = [
     "__version__", "API_VERSION", "MIN_API_REVISION",
-    "AsyncClient", "AsyncExecStream", "AsyncTTYSession", "Client", "ExecStream", "TTYSession",
+    "AsyncClient", "AsyncExecProcess", "AsyncExecStream", "AsyncTTYSession", "Client",
+    "ExecStream", "TTYSession",
     "BuildFailed", "Busy", "ComposeboxError", "Conflict", "IncompatibleServer", "InvalidConfig",
     "IsADirectory", "NotFound", "OutputLimitExceeded", "PermissionDenied", "PolicyViolation",
     "PrerequisiteError", "SandboxUnavailable", "ServerError", "Timeout", "Unauthorized",

@@ -7,6 +7,7 @@ import base64
 import datetime
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -18,8 +19,8 @@ from urllib.parse import quote
 
 from ._binary import find_binary
 from ._version import API_VERSION, MIN_API_REVISION, __version__
-from .errors import (ComposeboxError, IncompatibleServer, OutputLimitExceeded, PrerequisiteError,
-                     error_from_body, make_error)
+from .errors import (Busy, ComposeboxError, IncompatibleServer, OutputLimitExceeded,
+                     PrerequisiteError, error_from_body, make_error)
 from .types import ExecEvent, ExecResult, Version
 
 API = "/" + API_VERSION
@@ -459,6 +460,41 @@ class SpawnedServer:
             if not self._log.closed:
                 self._log.close()
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# How long a request may wait out busy answers (the lease runs as many requests as the server
+# allows) before the client gives up and raises Busy; Client(busy_timeout=...) changes it.
+BUSY_TIMEOUT = 600.0
+BUSY_FIRST_WAIT = 0.05
+BUSY_MAX_WAIT = 2.0
+
+
+def busy_delay(err: ComposeboxError, retry_after: Optional[str], attempt: int,
+               deadline: float) -> Optional[float]:
+    """How long to wait before sending a request again that the server answered with
+    ``err``: None unless it is Busy and the deadline (monotonic) leaves time. The wait doubles
+    from BUSY_FIRST_WAIT up to BUSY_MAX_WAIT, never shorter than the server's hint
+    (detail.retry_after_seconds, else the Retry-After header), with jitter so that the
+    requests that were turned away together do not all come back together."""
+    if not isinstance(err, Busy):
+        return None
+    hint = err.detail.get("retry_after_seconds")
+    if not isinstance(hint, (int, float)) or isinstance(hint, bool):
+        try:
+            hint = float(retry_after) if retry_after else 0.0
+        except ValueError:
+            hint = 0.0
+    wait = max(float(hint), min(BUSY_MAX_WAIT, BUSY_FIRST_WAIT * (2 ** min(attempt, 10))))
+    wait *= 1.0 + random.random() * 0.5
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return None
+    return min(wait, left)
+
+
+def replayable(content: Any) -> bool:
+    """A request body that can be sent again: none, bytes, or text (not a stream)."""
+    return content is None or isinstance(content, (bytes, bytearray, memoryview, str))
 
 
 def deadline_passed(deadline: float) -> bool:

@@ -11,6 +11,7 @@ import httpx
 
 from . import _common as c
 from . import tty
+from .process import AsyncExecProcess
 from .tty import AsyncTTYSession
 from . import _uds
 from .errors import ComposeboxError, SandboxUnavailable
@@ -85,11 +86,16 @@ class AsyncClient:
 
     def __init__(self, socket: Optional[str] = None, *, url: Optional[str] = None,
                  token: Optional[str] = None, token_file: Optional[str] = None,
-                 lease_ttl: Optional[float] = None, connect_timeout: float = 10.0) -> None:
+                 lease_ttl: Optional[float] = None, connect_timeout: float = 10.0,
+                 busy_timeout: float = c.BUSY_TIMEOUT) -> None:
         self._endpoint_args = dict(socket=socket, url=url, token=token, token_file=token_file)
+        #: As :attr:`composebox.Client.busy_timeout` and ``busy_retries``.
+        self.busy_timeout = busy_timeout
+        self.busy_retries = 0
         self._connect_timeout = connect_timeout
         self._lease_ttl = lease_ttl
         self._http: Optional[httpx.AsyncClient] = None
+        self._beat_http: Optional[httpx.AsyncClient] = None
         self._lease: Optional[Lease] = None
         self._lease_lock: Optional[asyncio.Lock] = None
         self._heartbeat: Optional["asyncio.Task[None]"] = None
@@ -143,6 +149,16 @@ class AsyncClient:
         self._http = httpx.AsyncClient(base_url=self._endpoint.base_url, transport=transport,
                                        headers=self._endpoint.headers(),
                                        timeout=httpx.Timeout(None, connect=self._connect_timeout))
+        # Heartbeats have connections of their own (see composebox.Client): in the shared pool
+        # they would wait behind the lease's requests, and the lease would lapse under load.
+        beat_transport = None
+        if self._endpoint.socket:
+            beat_transport = httpx.AsyncHTTPTransport(uds=self._endpoint.socket)
+            _uds.fix_unix_writes(beat_transport)
+        self._beat_http = httpx.AsyncClient(base_url=self._endpoint.base_url,
+                                            transport=beat_transport,
+                                            headers=self._endpoint.headers(),
+                                            timeout=httpx.Timeout(None, connect=self._connect_timeout))
         try:
             await self.check_server()
         except BaseException:
@@ -176,6 +192,8 @@ class AsyncClient:
         finally:
             if self._http is not None:
                 await self._http.aclose()
+            if self._beat_http is not None:
+                await self._beat_http.aclose()
             if self._server is not None:
                 server, self._server = self._server, None
                 await asyncio.get_running_loop().run_in_executor(None, server.stop)
@@ -228,26 +246,53 @@ class AsyncClient:
             # Tasks and samples belong to the lease that made them: the server answers
             # not_found to a request that does not name it.
             h[c.LEASE_HEADER] = self._lease.id
-        try:
-            r = await http.request(method, path, json=json_body, params=params, content=content,
-                                   headers=h)
-        except httpx.TransportError as e:
-            raise self._unreachable(what, e) from e
+
+        async def send() -> httpx.Response:
+            try:
+                return await http.request(method, path, json=json_body, params=params,
+                                          content=content, headers=h)
+            except httpx.TransportError as e:
+                raise self._unreachable(what, e) from e
+
+        r = await self._retry_busy(send, what, c.replayable(content))
         await self._raise_for(r, what)
         return r
 
+    async def _retry_busy(self, send: Any, what: str, replayable: bool) -> httpx.Response:
+        """As :meth:`composebox.Client._retry_busy`, awaited."""
+        deadline = time.monotonic() + self.busy_timeout
+        attempt = 0
+        while True:
+            r = await send()
+            if r.status_code != 429 or not replayable:
+                return r
+            await r.aread()
+            await r.aclose()
+            err = c.decode_error_response(r.status_code, r.content, what)
+            delay = c.busy_delay(err, r.headers.get("retry-after"), attempt, deadline)
+            if delay is None:
+                raise err
+            await asyncio.sleep(delay)
+            attempt += 1
+            self.busy_retries += 1
+
     async def _send_stream(self, method: str, path: str, *, what: str, params: Any = None,
-                           content: Any = None,
-                           headers: Optional[Dict[str, str]] = None) -> httpx.Response:
+                           content: Any = None, headers: Optional[Dict[str, str]] = None,
+                           content_fn: Any = None) -> httpx.Response:
         http = self._client()
         h = dict(headers or {})
         if self._lease is not None:
             h[c.LEASE_HEADER] = self._lease.id
-        req = http.build_request(method, path, params=params, content=content, headers=h)
-        try:
-            r = await http.send(req, stream=True)
-        except httpx.TransportError as e:
-            raise self._unreachable(what, e) from e
+
+        async def send() -> httpx.Response:
+            body = content_fn() if content_fn is not None else content
+            req = http.build_request(method, path, params=params, content=body, headers=h)
+            try:
+                return await http.send(req, stream=True)
+            except httpx.TransportError as e:
+                raise self._unreachable(what, e) from e
+
+        r = await self._retry_busy(send, what, content_fn is not None or c.replayable(content))
         try:
             await self._raise_for(r, what)
         except BaseException:
@@ -260,8 +305,13 @@ class AsyncClient:
         while True:
             await asyncio.sleep(interval)
             try:
-                await self._request("POST", c.lease_path(lease.id, "heartbeat"),
-                                    what="heartbeat lease")
+                assert self._beat_http is not None
+                try:
+                    r = await self._beat_http.post(c.lease_path(lease.id, "heartbeat"),
+                                                   headers={c.LEASE_HEADER: lease.id})
+                except httpx.TransportError as e:
+                    raise self._unreachable("heartbeat lease", e) from e
+                await self._raise_for(r, "heartbeat lease")
                 self.heartbeats += 1
                 self.heartbeat_error = None
             except asyncio.CancelledError:
@@ -422,10 +472,34 @@ class AsyncClient:
                 async for chunk in c.async_chunks(input):
                     yield chunk
 
+        # A busy answer is retried when stdin can be sent twice (none, bytes or text).
+        again = c.replayable(input)
         r = await self._send_stream("POST", c.sandbox_path(self._project(sample), svc, "exec", "stream"),
-                                    what=f"exec stream in {svc}", content=content(),
+                                    what=f"exec stream in {svc}",
+                                    content_fn=content if again else None,
+                                    content=None if again else content(),
                                     headers={"Content-Type": "application/octet-stream"})
         return AsyncExecStream(r)
+
+    async def exec_process(self, sample: SampleRef, cmd: List[str], *,
+                           service: Optional[str] = None,
+                           input: Optional[Union[bytes, str]] = None, stdin_open: bool = False,
+                           cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+                           user: Optional[str] = None, timeout: Optional[float] = None,
+                           output_limit: Optional[int] = None) -> AsyncExecProcess:
+        """Start ``cmd`` and return an :class:`~composebox.process.AsyncExecProcess` to talk to
+        it as it runs: its output as it comes (``async for``), ``write_stdin``, ``close_stdin``
+        and ``kill``. ``input`` is written to stdin first; with ``stdin_open`` stdin stays open
+        for ``write_stdin`` until ``close_stdin``, else it ends after ``input``. The process
+        has its own connection to the server (see :mod:`composebox.process`)."""
+        svc = await self._service(sample, service)
+        await self.check_server()
+        body = c.exec_request(cmd, cwd=cwd, env=env, user=user, timeout=timeout,
+                              output_limit=output_limit)
+        return await AsyncExecProcess._start(
+            self._endpoint, c.sandbox_path(self._project(sample), svc, "exec", "stream"),
+            self._lease.id if self._lease is not None else None, body, input, stdin_open,
+            f"exec in {svc}", self._connect_timeout, self.busy_timeout)
 
     async def exec_tty(self, sample: SampleRef, cmd: List[str], *, service: Optional[str] = None,
                        cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,

@@ -115,7 +115,8 @@ class Client:
 
     def __init__(self, socket: Optional[str] = None, *, url: Optional[str] = None,
                  token: Optional[str] = None, token_file: Optional[str] = None,
-                 lease_ttl: Optional[float] = None, connect_timeout: float = 10.0) -> None:
+                 lease_ttl: Optional[float] = None, connect_timeout: float = 10.0,
+                 busy_timeout: float = c.BUSY_TIMEOUT) -> None:
         self._endpoint = c.Endpoint(socket=socket, url=url, token=token, token_file=token_file)
         transport = httpx.HTTPTransport(uds=self._endpoint.socket) if self._endpoint.socket else None
         # No read timeout: an exec or a sample init takes as long as it takes; the server
@@ -123,6 +124,13 @@ class Client:
         self._http = httpx.Client(base_url=self._endpoint.base_url, transport=transport,
                                   headers=self._endpoint.headers(),
                                   timeout=httpx.Timeout(None, connect=connect_timeout))
+        # Heartbeats have connections of their own: in the shared pool they would wait behind
+        # the lease's requests (hundreds of execs at once fill it), and a lease whose heartbeat
+        # waits past its TTL lapses, taking its samples with it.
+        self._beat_http = httpx.Client(
+            base_url=self._endpoint.base_url,
+            transport=httpx.HTTPTransport(uds=self._endpoint.socket) if self._endpoint.socket else None,
+            headers=self._endpoint.headers(), timeout=httpx.Timeout(None, connect=connect_timeout))
         self._connect_timeout = connect_timeout
         self._lease_ttl = lease_ttl
         self._lease: Optional[Lease] = None
@@ -132,6 +140,11 @@ class Client:
         self._defaults: Dict[str, str] = {}
         self._server_version: Optional[Version] = None
         self._closed = False
+        #: How long one request waits out ``busy`` answers (its lease already runs as many
+        #: requests as the server allows) before it raises Busy; ``busy_retries`` counts the
+        #: requests sent again.
+        self.busy_timeout = busy_timeout
+        self.busy_retries = 0
 
     # -- construction and lifetime ---------------------------------------------------------
 
@@ -184,6 +197,7 @@ class Client:
                     pass
         finally:
             self._http.close()
+            self._beat_http.close()
             if self._server is not None:
                 self._server.stop()
 
@@ -228,25 +242,57 @@ class Client:
             # Tasks and samples belong to the lease that made them: the server answers
             # not_found to a request that does not name it.
             h[c.LEASE_HEADER] = self._lease.id
-        try:
-            r = self._http.request(method, path, json=json_body, params=params, content=content,
-                                   headers=h)
-        except httpx.TransportError as e:
-            raise self._unreachable(what, e) from e
+
+        def send() -> httpx.Response:
+            try:
+                return self._http.request(method, path, json=json_body, params=params,
+                                          content=content, headers=h)
+            except httpx.TransportError as e:
+                raise self._unreachable(what, e) from e
+
+        r = self._retry_busy(send, what, c.replayable(content))
         self._raise_for(r, what)
         return r
 
+    def _retry_busy(self, send: Any, what: str, replayable: bool) -> httpx.Response:
+        """send() again while the server answers busy (it has run nothing then), waiting as
+        c.busy_delay says, up to busy_timeout. A body that cannot be sent twice is not."""
+        deadline = time.monotonic() + self.busy_timeout
+        attempt = 0
+        while True:
+            r = send()
+            if r.status_code != 429 or not replayable:
+                return r
+            r.read()
+            err = c.decode_error_response(r.status_code, r.content, what)
+            delay = c.busy_delay(err, r.headers.get("retry-after"), attempt, deadline)
+            if delay is None:
+                r.close()
+                raise err
+            r.close()
+            time.sleep(delay)
+            attempt += 1
+            self.busy_retries += 1
+
     def _send_stream(self, method: str, path: str, *, what: str, params: Any = None,
-                     content: Any = None, headers: Optional[Dict[str, str]] = None) -> httpx.Response:
+                     content: Any = None, headers: Optional[Dict[str, str]] = None,
+                     content_fn: Any = None) -> httpx.Response:
+        """A request whose answer is read as it streams. ``content_fn``, when given, makes a
+        fresh body for each send (so that a busy answer can be retried)."""
         self.check_server()
         h = dict(headers or {})
         if self._lease is not None:
             h[c.LEASE_HEADER] = self._lease.id
-        req = self._http.build_request(method, path, params=params, content=content, headers=h)
-        try:
-            r = self._http.send(req, stream=True)
-        except httpx.TransportError as e:
-            raise self._unreachable(what, e) from e
+
+        def send() -> httpx.Response:
+            body = content_fn() if content_fn is not None else content
+            req = self._http.build_request(method, path, params=params, content=body, headers=h)
+            try:
+                return self._http.send(req, stream=True)
+            except httpx.TransportError as e:
+                raise self._unreachable(what, e) from e
+
+        r = self._retry_busy(send, what, content_fn is not None or c.replayable(content))
         try:
             self._raise_for(r, what)
         except BaseException:
@@ -255,7 +301,12 @@ class Client:
         return r
 
     def _heartbeat_once(self, lease_id: str) -> None:
-        self._request("POST", c.lease_path(lease_id, "heartbeat"), what="heartbeat lease")
+        try:
+            r = self._beat_http.post(c.lease_path(lease_id, "heartbeat"),
+                                     headers={c.LEASE_HEADER: lease_id})
+        except httpx.TransportError as e:
+            raise self._unreachable("heartbeat lease", e) from e
+        self._raise_for(r, "heartbeat lease")
 
     def lease(self) -> Lease:
         """The client's lease, opened (and its heartbeat started) on first use."""
@@ -419,9 +470,14 @@ class Client:
         head = c.stream_request_head(c.exec_request(
             cmd, cwd=cwd, env=env, user=user, timeout=timeout, output_limit=output_limit,
             strict_limit=strict_limit))
-        content = itertools.chain([head], c.sync_chunks(input) if input is not None else [])
+        def content() -> Iterator[bytes]:
+            return itertools.chain([head], c.sync_chunks(input) if input is not None else [])
+
+        # A busy answer is retried when stdin can be sent twice (none, bytes or text).
         r = self._send_stream("POST", c.sandbox_path(self._project(sample), svc, "exec", "stream"),
-                              what=f"exec stream in {svc}", content=content,
+                              what=f"exec stream in {svc}",
+                              content_fn=content if c.replayable(input) else None,
+                              content=None if c.replayable(input) else content(),
                               headers={"Content-Type": "application/octet-stream"})
         return ExecStream(r)
 

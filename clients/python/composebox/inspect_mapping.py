@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type, Un
 
 from .errors import (ComposeboxError, InvalidConfig, IsADirectory, NotFound, OutputLimitExceeded,
                      PermissionDenied, SandboxUnavailable, Timeout)
-from .types import Connection, ExecResult
+from .types import Connection, ExecResult, Sample
 
 PROVIDER_NAME = "composebox"
 
@@ -43,16 +43,36 @@ def is_docker_compatible() -> bool:
     return True
 
 
+# What names the server: the operator's, never a sandbox spec's. A spec can come from a dataset
+# row, and each of these names a host program or a host file: `binary` would run any program
+# (`binary: /bin/sh` runs a file named `serve` from the eval's directory), `url` with
+# `token_file` would send any host file as a bearer token to any address, and `socket` would
+# point the client at any Unix socket of the host. Each is refused with the variable (or the
+# configure() argument) that sets it.
+OPERATOR_FIELDS = {
+    "binary": "COMPOSEBOX_BIN",
+    "socket": "COMPOSEBOX_SOCKET",
+    "url": "COMPOSEBOX_URL",
+    "token_file": "COMPOSEBOX_TOKEN_FILE",
+}
+
+# The prefix of every task the provider creates, so that `inspect sandbox cleanup composebox`
+# removes what inspect left and nothing else.
+TASK_PREFIX = "inspect-"
+
+
 @dataclass
 class ProviderConfig:
-    """The provider's own config (``sandbox=("composebox", ProviderConfig(...))`` through the
-    pydantic model in composebox.inspect, or a dict that config_deserialize turns into one).
+    """The fields a sandbox spec may carry (``sandbox=("composebox", {...})``, or the pydantic
+    model in composebox.inspect).
 
     Where the environment comes from: ``compose`` (a compose file, task directory or Dockerfile
     path) or ``compose_yaml`` (text); neither runs composebox's default image. The rest are task
     options of the server (``files``, ``env``, ``profiles``, ``policy``, ``default_service``,
-    ``prebuilt``, ``ready_timeout``...). ``socket``/``url``/``token_file`` name a running server;
-    by default the provider spawns a private one (``binary``, else composebox on PATH).
+    ``prebuilt``, ``ready_timeout``) and ``name`` (the task's name in composebox, after
+    "inspect-"). ``policy`` may only narrow what the server's operator allows: the server
+    refuses anything beyond its ceiling (``policy_violation``). Which server, and which
+    binary runs it, is the operator's (:class:`ServerSettings`), never a spec's.
     """
 
     compose: Optional[str] = None
@@ -65,13 +85,61 @@ class ProviderConfig:
     default_service: Optional[str] = None
     prebuilt: bool = False
     ready_timeout: Optional[float] = None
-    socket: Optional[str] = None
-    url: Optional[str] = None
-    token_file: Optional[str] = None
-    binary: Optional[str] = None
 
 
 CONFIG_FIELDS = tuple(ProviderConfig.__dataclass_fields__)  # type: ignore[attr-defined]
+
+
+def refuse_operator_fields(fields: Any) -> None:
+    """InvalidConfig when a spec names the server, its binary or its token: those come from
+    the operator's environment or the runner's code."""
+    named = [f for f in OPERATOR_FIELDS if f in fields]
+    if named:
+        how = "; ".join(f"{f}: ${OPERATOR_FIELDS[f]} or composebox.inspect.configure({f}=...)"
+                        for f in named)
+        raise InvalidConfig(
+            "composebox sandbox config: " + ", ".join(repr(f) for f in named)
+            + " cannot come from a sandbox spec (a spec may come from a dataset row, and these "
+            "name a host program or host file); the runner's operator sets them (" + how + ")")
+
+
+@dataclass
+class ServerSettings:
+    """Which server the provider talks to, set by the operator: ``$COMPOSEBOX_SOCKET`` or
+    ``$COMPOSEBOX_URL`` (with ``$COMPOSEBOX_TOKEN`` or ``$COMPOSEBOX_TOKEN_FILE``) name a
+    running server; otherwise the provider spawns a private ``composebox serve`` of
+    ``$COMPOSEBOX_BIN`` (else composebox on PATH). ``$COMPOSEBOX_ARGS`` (shell words) are global
+    flags given to every composebox command the provider runs, the spawned server and the
+    cleanup (``--engine``, ``--backend``...). The runner's code may set any of them with
+    composebox.inspect.configure(), which takes precedence."""
+
+    binary: Optional[str] = None
+    socket: Optional[str] = None
+    url: Optional[str] = None
+    token_file: Optional[str] = None
+    args: List[str] = field(default_factory=list)
+
+    @classmethod
+    def from_env(cls, environ: Optional[Mapping[str, str]] = None,
+                 **overrides: Any) -> "ServerSettings":
+        env = os.environ if environ is None else environ
+        s = cls(binary=env.get("COMPOSEBOX_BIN") or None,
+                socket=env.get("COMPOSEBOX_SOCKET") or None,
+                url=env.get("COMPOSEBOX_URL") or None,
+                token_file=env.get("COMPOSEBOX_TOKEN_FILE") or None,
+                args=shlex.split(env.get("COMPOSEBOX_ARGS") or ""))
+        for k, v in overrides.items():
+            if v is not None:
+                setattr(s, k, list(v) if k == "args" else v)
+        if overrides.get("socket"):
+            s.url = None
+        if overrides.get("url"):
+            s.socket = None
+        return s
+
+    @property
+    def spawns(self) -> bool:
+        return not (self.socket or self.url)
 
 
 def config_as_dict(config: Any) -> Optional[Dict[str, Any]]:
@@ -94,10 +162,11 @@ def provider_config(config: Any) -> ProviderConfig:
     if isinstance(config, ProviderConfig):
         return config
     d = config_as_dict(config) or {}
+    refuse_operator_fields(d)
     unknown = sorted(set(d) - set(CONFIG_FIELDS))
     if unknown:
         raise InvalidConfig("composebox sandbox config: unknown field(s) " + ", ".join(unknown)
-                            + "; known: " + ", ".join(CONFIG_FIELDS))
+                            + "; a spec may carry " + ", ".join(CONFIG_FIELDS))
     return ProviderConfig(**{k: v for k, v in d.items() if v is not None})
 
 
@@ -106,71 +175,96 @@ def is_compose_config(d: Mapping[str, Any]) -> bool:
     return "services" in d and not set(d) & {"compose", "compose_yaml"}
 
 
-def task_request(task_name: str, config: Any) -> Tuple[Dict[str, Any], ProviderConfig]:
-    """The keyword arguments of ``client.task_init`` for inspect's (task name, config), and the
-    provider config they came from.
+@dataclass
+class TaskPlan:
+    """What one sandbox config asks of the server: ``key`` (equal for equal configs, whatever
+    task names them), the ``request`` (keyword arguments of ``client.task_init``) and the
+    provider ``config`` it came from."""
+
+    key: str
+    request: Dict[str, Any]
+    config: ProviderConfig
+
+
+def _existing(path: str, what: str) -> str:
+    full = os.path.abspath(path)
+    if not os.path.exists(full):
+        raise InvalidConfig(f"composebox sandbox config: {what}{path}: no such file or directory")
+    return full
+
+
+def task_plan(config: Any) -> TaskPlan:
+    """The task a sandbox config needs.
 
     - None: composebox's default image (one service, "default").
     - a str: a compose file, task directory or Dockerfile path; relative to the current
-      directory (inspect resolves sandbox files against the task's directory before it calls
-      the provider).
+      directory (inspect runs task_init and sample_init in the task's directory).
     - a compose model (inspect's ComposeConfig, or any object with ``services``): sent as
       compose YAML (JSON is YAML).
     - a ProviderConfig, its pydantic model, or a dict of its fields.
+
+    inspect calls task_init("startup", config) once per distinct config for a whole eval, then
+    sample_init with each task's own name, so a task is keyed by its config alone, and named
+    from it: "inspect-" and the config's ``name``, else the directory of its compose file,
+    else "default" (the default image) or "compose" (inline YAML).
     """
     if config is None:
-        return {"name": task_label(task_name)}, ProviderConfig()
-    if isinstance(config, str):
-        path = os.path.abspath(config)
-        if not os.path.exists(path):
-            raise InvalidConfig(f"composebox sandbox config {config}: no such file or directory")
-        return {"name": task_label(task_name), "path": path}, ProviderConfig(compose=path)
-    d = config_as_dict(config) or {}
-    if is_compose_config(d):
-        return ({"name": task_label(task_name), "compose_yaml": json.dumps(d)},
-                ProviderConfig(compose_yaml=json.dumps(d)))
-    pc = provider_config(config)
-    req: Dict[str, Any] = {"name": pc.name or task_label(task_name)}
-    if pc.compose and pc.compose_yaml:
-        raise InvalidConfig("composebox sandbox config: give compose or compose_yaml, not both")
-    if pc.compose:
-        path = os.path.abspath(pc.compose)
-        if not os.path.exists(path):
-            raise InvalidConfig(f"composebox sandbox config: compose {pc.compose}: no such file or directory")
-        req["path"] = path
-    if pc.compose_yaml:
-        req["compose_yaml"] = pc.compose_yaml
-    if pc.files:
-        req["files"] = [os.path.abspath(f) for f in pc.files]
-    for key in ("env", "profiles", "policy", "default_service", "ready_timeout"):
-        value = getattr(pc, key)
-        if value:
-            req[key] = value
-    if pc.prebuilt:
-        req["prebuilt"] = True
-    return req, pc
-
-
-def task_label(task_name: str) -> str:
-    """inspect's task name as a composebox task name: lower case, [a-z0-9_-] (anything else
-    made -), at most 40 characters, as the Docker provider shapes its project names. inspect's
-    names ("inspect_evals/gdm_intercode_ctf") may hold slashes and spaces."""
-    name = re.sub(r"[^a-z0-9_-]", "-", task_name.lower())
-    name = re.sub(r"-+", "-", name).strip("-_")[:40].strip("-_")
-    return name or "task"
-
-
-def task_key(task_name: str, config: Any) -> str:
-    """One key per (task, config) pair: inspect calls task_init once per pair, and sample_init
-    names the same pair."""
-    if config is None or isinstance(config, str):
-        c = config
+        pc = ProviderConfig()
+        label = "default"
+        req: Dict[str, Any] = {}
+    elif isinstance(config, str):
+        path = _existing(config, "")
+        pc = ProviderConfig(compose=path)
+        label = _path_label(path)
+        req = {"path": path}
     else:
-        try:
-            c = json.dumps(config_as_dict(config), sort_keys=True, default=str)
-        except ComposeboxError:
-            c = repr(config)
-    return json.dumps([task_name, c])
+        d = config_as_dict(config) or {}
+        if is_compose_config(d):
+            yaml_text = json.dumps(d)
+            pc = ProviderConfig(compose_yaml=yaml_text)
+            label = str(d.get("name") or "compose")
+            req = {"compose_yaml": yaml_text}
+        else:
+            pc = provider_config(config)
+            if pc.compose and pc.compose_yaml:
+                raise InvalidConfig("composebox sandbox config: give compose or compose_yaml, not both")
+            req = {}
+            label = "default"
+            if pc.compose:
+                req["path"] = _existing(pc.compose, "compose ")
+                label = _path_label(req["path"])
+            if pc.compose_yaml:
+                req["compose_yaml"] = pc.compose_yaml
+                label = "compose"
+            if pc.files:
+                req["files"] = [_existing(f, "files: ") for f in pc.files]
+            for key in ("env", "profiles", "policy", "default_service", "ready_timeout"):
+                value = getattr(pc, key)
+                if value:
+                    req[key] = value
+            if pc.prebuilt:
+                req["prebuilt"] = True
+            if pc.name:
+                label = pc.name
+    req["name"] = task_label(label)
+    key = json.dumps(req, sort_keys=True, default=str)
+    return TaskPlan(key=key, request=req, config=pc)
+
+
+def _path_label(path: str) -> str:
+    """The name of a task given by path: its directory's ("ctf" for tasks/ctf/compose.yaml)."""
+    if os.path.isdir(path):
+        return os.path.basename(path.rstrip(os.sep)) or "task"
+    return os.path.basename(os.path.dirname(path)) or "task"
+
+
+def task_label(name: str) -> str:
+    """A composebox task name for the provider: "inspect-" and the name in lower case, [a-z0-9_-]
+    (anything else made -), at most 40 characters in all, as the Docker provider shapes its
+    project names."""
+    label = re.sub(r"[^a-z0-9_-]", "-", name.lower())
+    label = re.sub(r"-+", "-", label).strip("-_")[:40 - len(TASK_PREFIX)].strip("-_")
+    return TASK_PREFIX + (label or "task")
 
 
 def sample_metadata(metadata: Optional[Mapping[str, Any]]) -> Dict[str, str]:
@@ -222,6 +316,25 @@ def exec_kwargs(cmd: List[str], input: Union[str, bytes, None] = None, cwd: Opti
         kw["user"] = user
     if timeout is not None:
         kw["timeout"] = float(timeout)
+    return kw
+
+
+def exec_remote_kwargs(cmd: List[str], options: Any) -> Dict[str, Any]:
+    """The keyword arguments of ``AsyncClient.exec_process`` for inspect's exec_remote options
+    (input, cwd, env, user, stdin_open; the polling options have nothing to tune here)."""
+    if isinstance(cmd, str):
+        raise TypeError("exec_remote: cmd is a list of arguments")
+    kw: Dict[str, Any] = {"stdin_open": bool(getattr(options, "stdin_open", False))}
+    data = getattr(options, "input", None)
+    if data is not None:
+        kw["input"] = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    for key in ("cwd", "user"):
+        value = getattr(options, key, None)
+        if value:
+            kw[key] = value
+    env = getattr(options, "env", None)
+    if env:
+        kw["env"] = {str(k): str(v) for k, v in env.items()}
     return kw
 
 
@@ -326,10 +439,48 @@ def connection_fields(conn: Connection, *, user: Optional[str] = None) -> Dict[s
     }
 
 
-def cli_cleanup_args(id: Optional[str]) -> List[str]:
-    """The composebox command that ``inspect sandbox cleanup composebox [ID]`` runs: a project
-    or container, or else every project whose owner process is dead (samples left behind by a
-    server that was killed, or by a run with --no-sandbox-cleanup once its server exited)."""
-    if id:
-        return ["cleanup", id]
-    return ["cleanup", "--stale"]
+def cli_cleanup_projects(listing: Mapping[str, Any]) -> List[str]:
+    """What ``inspect sandbox cleanup composebox`` with no id removes, from ``composebox ls
+    --json --all``: the projects of tasks the provider made (named "inspect-...") whose owner
+    is gone, the samples a killed eval left (stale) and those ``--no-sandbox-cleanup`` kept
+    (detached). Samples of a running eval, and every project another runner made, stay."""
+    out = []
+    for p in listing.get("projects") or []:
+        if str(p.get("task", "")).startswith(TASK_PREFIX) and p.get("status") in ("stale", "detached"):
+            out.append(str(p["name"]))
+    return out
+
+
+def left_running_notice(samples: List[Sample]) -> str:
+    """What task_cleanup prints for the samples --no-sandbox-cleanup kept: each sample (inspect's
+    id and epoch), its project and containers, and the commands that remove them."""
+    rows = [("Sample ID", "Epoch", "Project", "Container(s)")]
+    for s in samples:
+        sample_id, _, epoch = (s.id or "").rpartition("-")
+        if not sample_id:
+            sample_id, epoch = s.id or "", ""
+        rows.append((sample_id, epoch, s.project,
+                     " ".join(b.container_name for b in s.sandboxes if b.container_name)))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["", "composebox sandbox environments (not yet cleaned up):"]
+    lines += ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
+    lines += ["",
+              "Cleanup all inspect samples : inspect sandbox cleanup composebox",
+              "Cleanup one sample          : inspect sandbox cleanup composebox <project>",
+              "  (or: composebox down <project>)", ""]
+    return "\n".join(lines)
+
+
+# Samples one process's provider runs at once unless inspect's --max-sandboxes says otherwise:
+# twice the cores, as inspect's Docker provider does (a sample's containers mostly wait on the
+# model), and at least 4.
+def default_concurrency(cpus: Optional[int] = None) -> int:
+    return max(4, 2 * (cpus if cpus is not None else (os.cpu_count() or 1)))
+
+
+# Execs that ask for inspect's concurrency limit (exec(..., concurrency=True), the default) run
+# at most this many at once per process: half the server's default bound per lease, which
+# leaves room for file transfers, sample starts and streamed execs. The rest wait their turn in
+# the provider rather than in busy retries. concurrency=False skips the queue (the client still
+# retries busy answers).
+EXEC_CONCURRENCY = 32

@@ -49,6 +49,44 @@ class SandboxEnvironment:
         return self
 
 
+@dataclass
+class ExecStdout:
+    data: str
+
+
+@dataclass
+class ExecStderr:
+    data: str
+
+
+@dataclass
+class ExecCompleted:
+    exit_code: int
+
+
+@dataclass
+class ExecRemoteStreamingOptions:
+    input: Any = None
+    cwd: Any = None
+    env: Any = None
+    user: Any = None
+    stdin_open: bool = False
+
+
+@dataclass
+class ExecRemoteAwaitableOptions:
+    input: Any = None
+    cwd: Any = None
+    env: Any = None
+    user: Any = None
+    timeout: Any = None
+
+
+class ExecRemoteProcess:
+    def __aiter__(self) -> Any:
+        return self
+
+
 class SandboxEnvironmentLimits:
     MAX_EXEC_OUTPUT_SIZE = 10 * 1024 ** 2
     MAX_READ_FILE_SIZE = 100 * 1024 ** 2
@@ -79,12 +117,17 @@ def Field(default: Any = None, default_factory: Any = None) -> Any:
     return default_factory() if default_factory else default
 
 
+def ConfigDict(**kw: Any) -> Dict[str, Any]:
+    return kw
+
+
 def install() -> list:
     """Put the stand-ins in sys.modules; returns the names to remove afterwards."""
     util = types.ModuleType("inspect_ai.util")
     for name in ("ExecResult", "OutputLimitExceededError", "SandboxUnavailableError",
                  "SandboxConnection", "SandboxEnvironment", "SandboxEnvironmentLimits",
-                 "sandboxenv"):
+                 "sandboxenv", "ExecStdout", "ExecStderr", "ExecCompleted", "ExecRemoteProcess",
+                 "ExecRemoteStreamingOptions", "ExecRemoteAwaitableOptions"):
         setattr(util, name, globals()[name])
     util.SandboxEnvironmentConfigType = Any
     pkg = types.ModuleType("inspect_ai")
@@ -92,6 +135,7 @@ def install() -> list:
     pyd = types.ModuleType("pydantic")
     pyd.BaseModel = BaseModel
     pyd.Field = Field
+    pyd.ConfigDict = ConfigDict
     added = {"inspect_ai": pkg, "inspect_ai.util": util, "pydantic": pyd}
     for k, v in added.items():
         sys.modules[k] = v

@@ -18,59 +18,124 @@ def test_config_files_and_docker_compatibility():
     assert m.is_docker_compatible() is True
 
 
-def test_task_request_none_runs_default_image():
-    req, pc = m.task_request("mytask", None)
-    assert req == {"name": "mytask"}
-    assert pc.compose is None
+def test_task_plan_none_runs_default_image():
+    plan = m.task_plan(None)
+    assert plan.request == {"name": "inspect-default"}
+    assert plan.config.compose is None
 
 
-def test_task_request_path_is_absolute(tmp_path, monkeypatch):
-    (tmp_path / "compose.yaml").write_text("services: {default: {image: x}}\n")
-    monkeypatch.chdir(tmp_path)
-    req, pc = m.task_request("t", "compose.yaml")
-    assert req == {"name": "t", "path": str(tmp_path / "compose.yaml")}
+def test_task_plan_path_is_absolute_and_names_the_task_after_its_directory(tmp_path, monkeypatch):
+    (tmp_path / "ctf").mkdir()
+    (tmp_path / "ctf" / "compose.yaml").write_text("services: {default: {image: x}}\n")
+    monkeypatch.chdir(tmp_path / "ctf")
+    plan = m.task_plan("compose.yaml")
+    assert plan.request == {"name": "inspect-ctf", "path": str(tmp_path / "ctf" / "compose.yaml")}
+    assert m.task_plan(str(tmp_path / "ctf")).request["name"] == "inspect-ctf"
     with pytest.raises(InvalidConfig) as e:
-        m.task_request("t", "missing.yaml")
+        m.task_plan("missing.yaml")
     assert "missing.yaml" in str(e.value)
 
 
-def test_task_request_compose_model_is_sent_as_yaml():
+def test_task_plan_compose_model_is_sent_as_yaml():
     class FakeComposeConfig:
         def model_dump(self, exclude_none, by_alias):
             return {"services": {"default": {"image": "busybox"}}}
 
-    req, _ = m.task_request("t", FakeComposeConfig())
-    assert json.loads(req["compose_yaml"]) == {"services": {"default": {"image": "busybox"}}}
+    plan = m.task_plan(FakeComposeConfig())
+    assert json.loads(plan.request["compose_yaml"]) == {"services": {"default": {"image": "busybox"}}}
+    assert plan.request["name"] == "inspect-compose"
 
 
-def test_task_request_provider_config(tmp_path):
+def test_task_plan_provider_config(tmp_path):
     compose = tmp_path / "c.yaml"
     compose.write_text("services: {}\n")
-    req, pc = m.task_request("t", {"compose": str(compose), "env": {"A": "1"},
-                                   "default_service": "web", "prebuilt": True,
-                                   "socket": "/tmp/s.sock"})
-    assert req == {"name": "t", "path": str(compose), "env": {"A": "1"},
-                   "default_service": "web", "prebuilt": True}
-    assert pc.socket == "/tmp/s.sock"
+    plan = m.task_plan({"compose": str(compose), "env": {"A": "1"}, "default_service": "web",
+                        "prebuilt": True, "name": "My Task"})
+    assert plan.request == {"name": "inspect-my-task", "path": str(compose), "env": {"A": "1"},
+                            "default_service": "web", "prebuilt": True}
     with pytest.raises(InvalidConfig) as e:
         m.provider_config({"compose": "x", "bogus": 1})
     assert "bogus" in str(e.value)
     with pytest.raises(InvalidConfig):
-        m.task_request("t", {"compose": str(compose), "compose_yaml": "services: {}"})
+        m.task_plan({"compose": str(compose), "compose_yaml": "services: {}"})
+
+
+def test_spec_cannot_name_the_server_or_its_binary():
+    # A spec can come from a dataset row: each of these names a host program or file.
+    for field, var in m.OPERATOR_FIELDS.items():
+        with pytest.raises(InvalidConfig) as e:
+            m.task_plan({"compose_yaml": "services: {}", field: "/bin/sh"})
+        msg = str(e.value)
+        assert f"'{field}' cannot come from a sandbox spec" in msg and "$" + var in msg
+        assert f"configure({field}=" in msg
+
+
+def test_server_settings_come_from_the_operator(monkeypatch):
+    env = {"COMPOSEBOX_BIN": "/opt/cbx", "COMPOSEBOX_ARGS": "--engine 'a=unix:///x y.sock'"}
+    s = m.ServerSettings.from_env(env)
+    assert (s.binary, s.args, s.spawns) == ("/opt/cbx", ["--engine", "a=unix:///x y.sock"], True)
+    s = m.ServerSettings.from_env({"COMPOSEBOX_URL": "http://127.0.0.1:1", "COMPOSEBOX_TOKEN_FILE": "/t"})
+    assert (s.url, s.token_file, s.spawns) == ("http://127.0.0.1:1", "/t", False)
+    # The runner's code wins over the environment, and a socket replaces a URL.
+    s = m.ServerSettings.from_env({"COMPOSEBOX_URL": "http://127.0.0.1:1"}, socket="/run/s.sock", binary=None)
+    assert (s.socket, s.url) == ("/run/s.sock", None)
 
 
 def test_task_label_is_a_safe_name():
-    assert m.task_label("inspect_evals/GDM Intercode CTF") == "inspect_evals-gdm-intercode-ctf"
-    assert m.task_label("///") == "task"
+    assert m.task_label("inspect_evals/GDM Intercode CTF") == "inspect-inspect_evals-gdm-intercode-ctf"
+    assert m.task_label("///") == "inspect-task"
     assert len(m.task_label("x" * 100)) == 40
-    assert m.task_request("A/B", None)[0] == {"name": "a-b"}
 
 
-def test_task_key_separates_tasks_and_configs():
-    assert m.task_key("a", None) == m.task_key("a", None)
-    assert m.task_key("a", None) != m.task_key("b", None)
-    assert m.task_key("a", "x.yaml") != m.task_key("a", "y.yaml")
-    assert m.task_key("a", {"env": {"A": "1"}}) == m.task_key("a", {"env": {"A": "1"}})
+def test_task_key_is_the_config_whatever_the_name(tmp_path):
+    assert m.task_plan(None).key == m.task_plan(None).key
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text("services: {}")
+    b.write_text("services: {}")
+    assert m.task_plan(str(a)).key != m.task_plan(str(b)).key
+    assert m.task_plan({"env": {"A": "1"}}).key == m.task_plan({"env": {"A": "1"}}).key
+    assert m.task_plan({"env": {"A": "1"}}).key != m.task_plan({"env": {"A": "2"}}).key
+
+
+def test_default_concurrency():
+    assert m.default_concurrency(1) == 4 and m.default_concurrency(8) == 16
+
+
+def test_cli_cleanup_takes_only_what_inspect_left():
+    listing = {"projects": [
+        {"name": "p1", "task": "inspect-ctf", "status": "stale"},
+        {"name": "p2", "task": "inspect-ctf", "status": "detached"},
+        {"name": "p3", "task": "inspect-ctf", "status": "alive"},
+        {"name": "p4", "task": "other", "status": "stale"},
+        {"name": "p5", "task": "other", "status": "detached"},
+    ]}
+    assert m.cli_cleanup_projects(listing) == ["p1", "p2"]
+
+
+def test_left_running_notice():
+    from composebox.types import Sample, SandboxInfo
+
+    s = Sample(project="cbx-inspect-ctf-1", id="7-1", task="t", default_service="default",
+               sandboxes=[SandboxInfo(service="default", container="c", container_name="cbx-1-default",
+                                      working_dir="/", user="", default=True)])
+    text = m.left_running_notice([s])
+    assert "cbx-inspect-ctf-1" in text and "cbx-1-default" in text
+    assert "inspect sandbox cleanup composebox" in text
+    row = [line for line in text.splitlines() if "cbx-inspect-ctf-1" in line][0].split()
+    assert row[:2] == ["7", "1"]
+
+
+def test_exec_remote_kwargs():
+    class Opts:
+        input = "in"
+        cwd = "sub"
+        env = {"K": 1}
+        user = "nobody"
+        stdin_open = True
+
+    assert m.exec_remote_kwargs(["cat"], Opts()) == {"stdin_open": True, "input": b"in", "cwd": "sub",
+                                                     "env": {"K": "1"}, "user": "nobody"}
+    assert m.exec_remote_kwargs(["true"], None) == {"stdin_open": False}
 
 
 def test_sample_metadata_stringifies():
@@ -187,16 +252,3 @@ def test_connection_fields():
     assert m.connection_fields(Connection("i", "n", "docker exec -it n sh", []))["ports"] is None
 
 
-def test_cli_cleanup_args():
-    assert m.cli_cleanup_args(None) == ["cleanup", "--stale"]
-    assert m.cli_cleanup_args("cbx-t-1") == ["cleanup", "cbx-t-1"]
-
-
-def test_entry_point_declared():
-    import os
-    import tomllib  # Python 3.11+
-
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(here, "pyproject.toml"), "rb") as f:
-        project = tomllib.load(f)["project"]
-    assert project["entry-points"]["inspect_ai"]["composebox"] == "composebox._registry"

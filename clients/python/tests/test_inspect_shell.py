@@ -50,7 +50,10 @@ async def test_provider_lifecycle_exec_and_files(provider, compose_file, task_na
     Env = mod.ComposeboxSandboxEnvironment
     assert Env.is_docker_compatible() and "compose.yaml" in Env.config_files()
 
-    await Env.task_init(task_name, compose_file)
+    # The provider names its tasks "inspect-" and the config's name.
+    task = "inspect-" + task_name
+    compose_file = {"compose": compose_file, "name": task_name}
+    await Env.task_init("startup", compose_file)
     envs = await Env.sample_init(task_name, compose_file, {"level": "9", "n": 3})
     assert list(envs) == ["default", "side"]
     sb = envs["default"]
@@ -104,16 +107,16 @@ async def test_provider_lifecycle_exec_and_files(provider, compose_file, task_na
     assert "--user 65534" in conn.command and conn.vscode_command is None
 
     await Env.sample_cleanup(task_name, compose_file, envs, interrupted=False)
-    assert e2e.resources(task_name) == []
+    assert e2e.resources(task) == []
 
     # An interrupted sample is removed too; task cleanup removes what is left.
     envs2 = await Env.sample_init(task_name, compose_file, {})
     await Env.sample_cleanup(task_name, compose_file, envs2, interrupted=True)
-    assert e2e.resources(task_name) == []
+    assert e2e.resources(task) == []
     await Env.sample_init(task_name, compose_file, {})
-    assert e2e.resources(task_name)
-    await Env.task_cleanup(task_name, compose_file, cleanup=True)
-    assert e2e.resources(task_name) == []
+    assert e2e.resources(task)
+    await Env.task_cleanup("shutdown", compose_file, cleanup=True)
+    assert e2e.resources(task) == []
     assert mod._state.client is None, "the last task's cleanup stops the private server"
 
 
@@ -121,7 +124,8 @@ async def test_provider_lifecycle_exec_and_files(provider, compose_file, task_na
 async def test_provider_no_cleanup_leaves_samples_for_cli_cleanup(provider, task_name, binary_env):
     mod, _ = provider
     Env = mod.ComposeboxSandboxEnvironment
-    config = {"compose_yaml": e2e.compose()}
+    config = {"compose_yaml": e2e.compose(), "name": task_name}
+    task = "inspect-" + task_name
     # Without task_init the task is initialised on demand, once for concurrent samples.
     envs, other = await asyncio.gather(Env.sample_init(task_name, config, {}),
                                        Env.sample_init(task_name, config, {}))
@@ -131,7 +135,7 @@ async def test_provider_no_cleanup_leaves_samples_for_cli_cleanup(provider, task
     await Env.task_cleanup(task_name, config, cleanup=False)
     # The server is gone, the sample stays (detached) ...
     assert mod._state.client is None
-    assert e2e.resources(task_name)
+    assert e2e.resources(task)
     # ... until `inspect sandbox cleanup composebox PROJECT`.
     await Env.cli_cleanup(project)
-    assert e2e.resources(task_name) == []
+    assert e2e.resources(task) == []

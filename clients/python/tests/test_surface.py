@@ -8,7 +8,8 @@ import os
 import pytest
 
 import composebox
-from composebox import AsyncClient, AsyncExecStream, AsyncTTYSession, Client, ExecStream, TTYSession
+from composebox import (AsyncClient, AsyncExecProcess, AsyncExecStream, AsyncTTYSession, Client,
+                        ExecStream, TTYSession)
 
 
 def public_methods(cls):
@@ -17,7 +18,7 @@ def public_methods(cls):
 
 
 @pytest.mark.parametrize("cls", [Client, AsyncClient, ExecStream, AsyncExecStream, TTYSession,
-                                 AsyncTTYSession],
+                                 AsyncTTYSession, AsyncExecProcess],
                          ids=lambda c: c.__name__)
 def test_public_methods_name_their_arguments(cls):
     for name, method in public_methods(cls).items():
@@ -27,7 +28,8 @@ def test_public_methods_name_their_arguments(cls):
 
 def test_sync_and_async_clients_take_the_same_arguments():
     sync, aio = public_methods(Client), public_methods(AsyncClient)
-    assert set(sync) - {"close"} == set(aio) - {"aclose", "open"}
+    # exec_process (a command talked to both ways, for inspect's exec_remote) is asyncio's only.
+    assert set(sync) - {"close"} == set(aio) - {"aclose", "open", "exec_process"}
     for name in sync.keys() & aio.keys():
         s, a = inspect.signature(sync[name]), inspect.signature(aio[name])
         assert [(p.name, p.kind, p.default) for p in s.parameters.values()] == \

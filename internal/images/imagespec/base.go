@@ -42,14 +42,62 @@ sandbox:x:1000:
 nogroup:x:65534:
 `
 
+// adduser is the base image's adduser: Debian's busybox has no applet of that name, and
+// harnesses add users to a sample (inspect_ai's sandbox self-check does). It takes Debian's
+// options (--comment/--gecos, --disabled-password, --home, --shell, --uid, --system...) and
+// BusyBox's (-D, -h, -s, -u, -g, -S, -H), gives the user a group of its own name, and numbers
+// both from 1001 up (system users from 100 up).
+const adduser = `#!/bin/sh
+set -e
+usage() {
+	echo "usage: adduser [--comment TEXT] [--disabled-password] [--home DIR] [--shell SHELL]"
+	echo "               [--uid UID] [--system] [--no-create-home] USER"
+	echo "       adduser [-D] [-h DIR] [-s SHELL] [-u UID] [-g GECOS] [-S] [-H] USER"
+}
+home= shell=/bin/sh uid= gecos= system= create=1 name=
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--help|-help) usage; exit 0 ;;
+	--comment|--gecos|-g) gecos=$2; shift ;;
+	--home|-h) home=$2; shift ;;
+	--shell|-s) shell=$2; shift ;;
+	--uid|-u) uid=$2; shift ;;
+	--system|-S) system=1 ;;
+	--no-create-home|-H) create= ;;
+	--disabled-password|--disabled-login|--quiet|-q|-D) ;;
+	-*) echo "adduser: unknown option $1" >&2; usage >&2; exit 1 ;;
+	*) [ -z "$name" ] || { usage >&2; exit 1; }; name=$1 ;;
+	esac
+	shift
+done
+[ -n "$name" ] || { usage >&2; exit 1; }
+case "$name" in *[!a-zA-Z0-9._-]*|-*) echo "adduser: invalid user name '$name'" >&2; exit 1 ;; esac
+case "$gecos$home$shell$uid" in *:*|*"
+"*) echo "adduser: a field holds ':' or a newline" >&2; exit 1 ;; esac
+if grep -q "^$name:" /etc/passwd; then echo "adduser: the user '$name' already exists" >&2; exit 1; fi
+first=1001 last=59999
+[ -z "$system" ] || { first=100 last=999; }
+next() { awk -F: -v a="$first" -v b="$last" '$3 >= a && $3 <= b && $3 >= n { n = $3 + 1 } END { print (n ? n : a) }' n="$first" "$@"; }
+[ -n "$uid" ] || uid=$(next /etc/passwd /etc/group)
+gid=$uid
+[ -n "$home" ] || home=/home/$name
+echo "$name:x:$gid:" >>/etc/group
+echo "$name:x:$uid:$gid:$gecos:$home:$shell" >>/etc/passwd
+if [ -n "$create" ] && [ ! -e "$home" ]; then
+	mkdir -p "$home"
+	chown "$uid:$gid" "$home"
+fi
+`
+
 var (
 	baseMu    sync.Mutex
 	baseSpecs = map[string]Spec{}
 )
 
 // BaseSpec is the base image built from the static busybox at path: its applets linked under
-// /bin (with /sbin, /usr/bin and /usr/sbin pointing there), /tmp, /etc/passwd and /etc/group with
-// root and the non-root user "sandbox" (1000:1000), and WORKDIR /workspace, writable by both.
+// /bin (with /sbin, /usr/bin and /usr/sbin pointing there), an adduser script, /tmp, /etc/passwd
+// and /etc/group with root and the non-root user "sandbox" (1000:1000), and WORKDIR /workspace,
+// writable by both.
 func BaseSpec(path string) (Spec, error) {
 	baseMu.Lock()
 	defer baseMu.Unlock()
@@ -80,6 +128,7 @@ func BaseSpec(path string) (Spec, error) {
 		File{Name: "rootfs/usr", Dir: true, Mode: 0o755},
 		File{Name: "rootfs/usr/bin", Mode: 0o777, Link: "../bin"},
 		File{Name: "rootfs/usr/sbin", Mode: 0o777, Link: "../bin"},
+		File{Name: "rootfs/bin/adduser", Mode: 0o755, Body: []byte(adduser)},
 		File{Name: "rootfs/etc", Dir: true, Mode: 0o755},
 		File{Name: "rootfs/etc/passwd", Mode: 0o644, Body: []byte(passwd)},
 		File{Name: "rootfs/etc/group", Mode: 0o644, Body: []byte(group)},
