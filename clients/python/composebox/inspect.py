@@ -82,14 +82,18 @@ _operator: Dict[str, Any] = {}
 
 def configure(*, binary: Optional[str] = None, socket: Optional[str] = None,
               url: Optional[str] = None, token_file: Optional[str] = None,
-              args: Optional[List[str]] = None) -> None:
+              args: Optional[List[str]] = None,
+              serve_args: Optional[List[str]] = None) -> None:
     """Name the server the provider uses, from the runner's code (a sandbox spec cannot): a
     running server's ``socket`` or ``url`` (with ``token_file``), or, to spawn a private one,
     the ``binary`` and the global flags ``args`` given to every composebox command the
-    provider runs (``--engine``, ``--backend``...). Unset arguments keep the environment's
-    ($COMPOSEBOX_BIN, $COMPOSEBOX_SOCKET, $COMPOSEBOX_URL, $COMPOSEBOX_TOKEN_FILE,
-    $COMPOSEBOX_ARGS). Takes effect for clients opened afterwards."""
-    _operator.update(binary=binary, socket=socket, url=url, token_file=token_file, args=args)
+    provider runs (``--engine``, ``--backend``...), and ``serve_args``, the spawned server's
+    own flags: the ceiling a spec's ``policy`` may ask within (``--allow host-access``...).
+    Unset arguments keep the environment's ($COMPOSEBOX_BIN, $COMPOSEBOX_SOCKET,
+    $COMPOSEBOX_URL, $COMPOSEBOX_TOKEN_FILE, $COMPOSEBOX_ARGS, $COMPOSEBOX_SERVE_ARGS). Takes
+    effect for clients opened afterwards."""
+    _operator.update(binary=binary, socket=socket, url=url, token_file=token_file, args=args,
+                     serve_args=serve_args)
 
 
 def _settings() -> m.ServerSettings:
@@ -127,7 +131,7 @@ class _State:
             if self.client is None:
                 st = _settings()
                 if st.spawns:
-                    client = AsyncClient.spawn(st.binary, args=st.args)
+                    client = AsyncClient.spawn(st.binary, args=st.args + st.serve_args)
                 else:
                     client = AsyncClient(socket=st.socket, url=st.url, token_file=st.token_file)
                 self.client = await client.open()

@@ -110,14 +110,18 @@ class ServerSettings:
     running server; otherwise the provider spawns a private ``composebox serve`` of
     ``$COMPOSEBOX_BIN`` (else composebox on PATH). ``$COMPOSEBOX_ARGS`` (shell words) are global
     flags given to every composebox command the provider runs, the spawned server and the
-    cleanup (``--engine``, ``--backend``...). The runner's code may set any of them with
-    composebox.inspect.configure(), which takes precedence."""
+    cleanup (``--engine``, ``--backend``...); ``$COMPOSEBOX_SERVE_ARGS`` are flags of the
+    spawned ``serve`` alone: the ceiling of what a spec's ``policy`` may ask for (``--allow``,
+    ``--allow-cap``, ``--allow-mount-root``, ``--policy``, ``--pass-env``, ``--task-root``). The
+    runner's code may set any of them with composebox.inspect.configure(), which takes
+    precedence."""
 
     binary: Optional[str] = None
     socket: Optional[str] = None
     url: Optional[str] = None
     token_file: Optional[str] = None
     args: List[str] = field(default_factory=list)
+    serve_args: List[str] = field(default_factory=list)
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None,
@@ -127,10 +131,11 @@ class ServerSettings:
                 socket=env.get("COMPOSEBOX_SOCKET") or None,
                 url=env.get("COMPOSEBOX_URL") or None,
                 token_file=env.get("COMPOSEBOX_TOKEN_FILE") or None,
-                args=shlex.split(env.get("COMPOSEBOX_ARGS") or ""))
+                args=shlex.split(env.get("COMPOSEBOX_ARGS") or ""),
+                serve_args=shlex.split(env.get("COMPOSEBOX_SERVE_ARGS") or ""))
         for k, v in overrides.items():
             if v is not None:
-                setattr(s, k, list(v) if k == "args" else v)
+                setattr(s, k, list(v) if k in ("args", "serve_args") else v)
         if overrides.get("socket"):
             s.url = None
         if overrides.get("url"):

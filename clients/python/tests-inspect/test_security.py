@@ -116,18 +116,6 @@ SOCKET_COMPOSE = """services:
 """
 
 
-def server_has_ceiling() -> bool:
-    """Whether `composebox serve` bounds a request's policy by its operator's flags (it says so
-    in its help). Until it does, the row below gets through, and the test says so."""
-    from conftest import e2e
-
-    r = subprocess.run([e2e.binary(), "serve", "--help"], capture_output=True, text=True)
-    return "policy_violation" in r.stdout
-
-
-@pytest.mark.xfail(condition=not server_has_ceiling(), strict=True,
-                   reason="this composebox serve applies a request's policy without an operator "
-                          "ceiling: the row reaches the engine's socket")
 def test_row_widening_the_policy_is_refused(tmp_path, name):
     # The row asks for the engine's socket and grants itself the opt-in: the operator's
     # ceiling (the provider's server runs with no opt-in) refuses it before any sample starts.

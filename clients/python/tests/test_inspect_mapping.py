@@ -74,6 +74,12 @@ def test_server_settings_come_from_the_operator(monkeypatch):
     env = {"COMPOSEBOX_BIN": "/opt/cbx", "COMPOSEBOX_ARGS": "--engine 'a=unix:///x y.sock'"}
     s = m.ServerSettings.from_env(env)
     assert (s.binary, s.args, s.spawns) == ("/opt/cbx", ["--engine", "a=unix:///x y.sock"], True)
+    # The serve-only flags (the ceiling of a spec's policy) go to the spawned server alone.
+    s = m.ServerSettings.from_env({"COMPOSEBOX_ARGS": "--engine a=unix:///x.sock",
+                                   "COMPOSEBOX_SERVE_ARGS": "--allow host-access --pass-env TOKEN"})
+    assert (s.args, s.serve_args) == (["--engine", "a=unix:///x.sock"], ["--allow", "host-access", "--pass-env", "TOKEN"])
+    s = m.ServerSettings.from_env({}, serve_args=("--allow-cap", "NET_ADMIN"))
+    assert (s.args, s.serve_args) == ([], ["--allow-cap", "NET_ADMIN"])
     s = m.ServerSettings.from_env({"COMPOSEBOX_URL": "http://127.0.0.1:1", "COMPOSEBOX_TOKEN_FILE": "/t"})
     assert (s.url, s.token_file, s.spawns) == ("http://127.0.0.1:1", "/t", False)
     # The runner's code wins over the environment, and a socket replaces a URL.
