@@ -35,7 +35,9 @@ fi
 
 if ! engine_ok; then
   logfile=${DOCKERD_LOG:-/var/log/dockerd.log}
-  if ! pgrep -x dockerd >/dev/null; then
+  # The host's own daemon keeps its pid in /var/run/docker.pid; a test's private dockerd (its
+  # own --pidfile) does not count, or its presence would keep the host's from starting.
+  if ! { [ -s /var/run/docker.pid ] && kill -0 "$(cat /var/run/docker.pid)" 2>/dev/null; }; then
     log "starting dockerd in the background (log: $logfile)"
     # Its own session, so that it outlives the shell (or CI step) that started it.
     setsid nohup dockerd >"$logfile" 2>&1 </dev/null &
