@@ -19,6 +19,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -29,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/docker/docker/client"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	k8s "k8s.io/client-go/kubernetes"
@@ -37,7 +39,6 @@ import (
 
 	"github.com/composebox/composebox/internal/engine"
 	"github.com/composebox/composebox/internal/errdefs"
-	"github.com/composebox/composebox/lifecycle/dockerbackend"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
 
@@ -68,6 +69,10 @@ type Options struct {
 	// Docker is the engine that builds images and pushes them; nil is the one the environment
 	// names (closed by Close).
 	Docker client.APIClient
+	// Images builds the samples' images on Docker and brings them from elsewhere: the Docker
+	// backend over Docker (dockerbackend.New), passed in so that this backend depends on the
+	// contract alone. Required; Close closes it.
+	Images Images
 	// Logger receives diagnostics (default: discarded).
 	Logger *slog.Logger
 	// StartTimeout bounds a sample's readiness when the healthchecks give no budget
@@ -89,13 +94,22 @@ type Options struct {
 	DNS []string
 }
 
+// Images is what this backend needs of the engine that builds its images.
+type Images interface {
+	BaseImage(ctx context.Context) (string, error)
+	Build(ctx context.Context, svc types.ServiceConfig, opts backend.BuildOptions) (bool, error)
+	SaveImages(ctx context.Context, refs []string, w io.Writer) error
+	LoadImages(ctx context.Context, r io.Reader) error
+	Close() error
+}
+
 // Backend runs samples on one Kubernetes cluster. It is safe for concurrent use.
 type Backend struct {
 	cfg      *rest.Config
 	cs       k8s.Interface
 	registry string
 	docker   client.APIClient
-	images   *dockerbackend.Backend
+	images   Images
 	owned    bool
 	log      *slog.Logger
 	start    time.Duration
@@ -163,11 +177,11 @@ func New(opts Options) (*Backend, error) {
 		}
 		b.docker, b.owned = c, true
 	}
-	b.images, err = dockerbackend.New(b.docker, dockerbackend.Options{Logger: opts.Logger})
-	if err != nil {
+	if opts.Images == nil {
 		b.Close()
-		return nil, err
+		return nil, errdefs.New(errdefs.ErrPrerequisite, "kubernetes: no image builder: Options.Images is the Docker backend that builds and pushes the samples' images")
 	}
+	b.images = opts.Images
 	return b, nil
 }
 
