@@ -10,8 +10,11 @@
 // Compose's semantics map onto the cluster as docs/kubernetes.md describes: depends_on as
 // dependency waves (depends.go), networks as NetworkPolicies (netpol.go), named volumes as
 // claims and binds as copies (volumes.go, binds.go), limits and reservations as resources
-// (resources.go). What does not map (markers and claims for warm pools, the death watch,
-// publishing ports on a host, user switching by name, host paths outside the task directory)
+// (resources.go). Markers and atomic claims (markers.go) and the death watch (deaths.go) work
+// as on Docker. Selection, the sweep and the `ls` summary are the contract's (backend.Plan,
+// backend.Sweep, backend.Summary); building images is the Docker backend's, passed in as
+// Options.Images, so that this package depends on the contract alone. What does not map
+// (publishing ports on a host, user switching by name, host paths outside the task directory)
 // fails with a typed error saying so.
 package kubernetes
 
