@@ -292,11 +292,14 @@ type Inventory interface {
 	// OwnedProjects names the projects of task whose resources owner created, detached ones
 	// left out.
 	OwnedProjects(ctx context.Context, task, owner string) ([]string, error)
-	// ListProjects lists every composebox project, from all its kinds of resources.
+	// ListProjects lists every composebox project, from all its kinds of resources, each
+	// summed up by a Summary.
 	ListProjects(ctx context.Context) ([]Project, error)
-	// Sweep removes every project sel selects, and says what became of each.
-	Sweep(ctx context.Context, sel Selector, opts RemoveOptions) ([]SweepResult, error)
 }
+
+// Selection and the sweep are not a backend's: Plan and Sweep (select.go) compute them over
+// ListProjects, Containers and Down, once for every backend. The backends keep a Sweep method
+// that is exactly Sweep, for their callers.
 
 // Container is one listed container.
 type Container struct {
