@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"runtime"
 
-	"github.com/composebox/composebox/lifecycle"
+	"github.com/composebox/composebox/orchestrator"
 )
 
 // APIVersion is the prefix of every route. It changes only when a route or a body changes in a
@@ -29,7 +29,7 @@ type Version struct {
 
 func (s *Server) getVersion(w http.ResponseWriter, _ *http.Request) error {
 	writeJSON(w, http.StatusOK, Version{Version: s.opts.Version, Go: runtime.Version(),
-		Compose: lifecycle.ComposeVersion(), API: APIVersion, APIRevision: APIRevision})
+		Compose: orchestrator.ComposeVersion(), API: APIVersion, APIRevision: APIRevision})
 	return nil
 }
 

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/composebox/composebox/orchestrator"
-	"github.com/composebox/composebox/prereqs"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // Defaults of Options.
@@ -53,7 +53,7 @@ type Options struct {
 	Ceiling Ceiling
 	// Doctor answers /v1/doctor (default: the orchestrator's Doctor, which asks its backend:
 	// the Docker engines or the cluster the server runs samples on).
-	Doctor func(ctx context.Context) prereqs.Report
+	Doctor func(ctx context.Context) backend.Report
 	// Logger receives the server's diagnostics (default: discard).
 	Logger *slog.Logger
 }
@@ -121,7 +121,7 @@ func New(o *orchestrator.Orchestrator, opts Options) *Server {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
 	if opts.Doctor == nil {
-		opts.Doctor = func(ctx context.Context) prereqs.Report {
+		opts.Doctor = func(ctx context.Context) backend.Report {
 			// Without a build, Doctor's findings are all in its report.
 			r, _ := o.Doctor(ctx, orchestrator.DoctorOptions{})
 			return r

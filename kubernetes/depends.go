@@ -19,7 +19,6 @@ import (
 
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/errdefs"
-	"github.com/composebox/composebox/lifecycle"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
 
@@ -28,7 +27,7 @@ import (
 // by its start gate (gate.go), and each service's command starts only once the services it
 // depends on meet the conditions it asks for (compose's depends_on). The waits follow the
 // namespace's pods through an informer, never by polling, and a dependency that will never
-// meet its condition stops the sample with the same *lifecycle.NotReadyError the Docker
+// meet its condition stops the sample with the same *backend.NotReadyError the Docker
 // backend gives, naming it.
 
 // conditionAddressed is met by a pod that has its address (or has run already): what a wave
@@ -454,7 +453,7 @@ func (w *podWatch) until(ctx context.Context, check func(map[string]*corev1.Pod)
 
 // await waits until every service of conds meets its condition. A service that never will
 // fails the wait at once; the budget running out is a timeout. Either is a
-// *lifecycle.NotReadyError naming the services concerned, as on Docker (a pod that cannot be
+// *backend.NotReadyError naming the services concerned, as on Docker (a pod that cannot be
 // scheduled or whose image cannot be pulled keeps its own typed error, with its events).
 func (b *Backend) await(ctx context.Context, w *podWatch, p *types.Project, conds map[string]string, opts backend.WaitOptions) ([]backend.ServiceState, error) {
 	start := time.Now()
@@ -579,17 +578,17 @@ func probeThreshold(pod *corev1.Pod) int {
 
 func isCrashLoop(why string) bool { return strings.HasPrefix(why, "CrashLoopBackOff") }
 
-// notReadyError is lifecycle's error, each service with its pod's last log lines (and, for
+// notReadyError is the contract's not-ready error, each service with its pod's last log lines (and, for
 // an unhealthy one, its last probe's output).
 func (b *Backend) notReadyError(ctx context.Context, project, reason string, start time.Time, budget time.Duration, states []backend.ServiceState, probe string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	nr := &lifecycle.NotReadyError{Project: project, Reason: reason, Waited: time.Since(start), Budget: budget}
+	nr := &backend.NotReadyError{Project: project, Reason: reason, Waited: time.Since(start), Budget: budget}
 	for _, s := range states {
 		if s.State == backend.StateRunning && s.Health == "" && reason == "timeout" {
 			continue // running without a healthcheck: fine, merely not confirmed yet
 		}
-		ls := lifecycle.ServiceState{Service: s.Service, ContainerID: s.ContainerID, Container: s.Container, State: s.State,
+		ls := backend.ServiceState{Service: s.Service, ContainerID: s.ContainerID, Container: s.Container, State: s.State,
 			Health: s.Health, ExitCode: s.ExitCode, OOMKilled: s.OOMKilled, WorkingDir: s.WorkingDir, User: s.User}
 		if s.Health == backend.HealthUnhealthy {
 			ls.HealthOutput = strings.TrimPrefix(strings.TrimPrefix(probe, "Readiness probe failed:"), " ")

@@ -11,14 +11,17 @@ import (
 	"strings"
 
 	"github.com/composebox/composebox/internal/errdefs"
-	"github.com/composebox/composebox/lifecycle/sandboxio"
 	"github.com/composebox/composebox/orchestrator/backend"
+	"github.com/composebox/composebox/orchestrator/backend/filescript"
 )
 
 // writeScript is the Docker backend's, reporting the file's size once cat has finished, so
 // that the size is verified and the exec's end is the write's, not just its input's.
-var writeScript = strings.Replace(sandboxio.WriteFileScript, `exec cat >"$f"`, `cat >"$f" || exit 42
+var writeScript = strings.Replace(filescript.WriteFile, `exec cat >"$f"`, `cat >"$f" || exit 42
 exec wc -c <"$f"`, 1)
+
+// defaultReadLimit is ReadFile's limit when none is given: 100 MiB, the Docker backend's.
+const defaultReadLimit = 100 << 20
 
 // Files move over exec, with the Docker backend's scripts, so the same checks and exit codes
 // give the same typed errors.
@@ -39,13 +42,13 @@ func fileError(t backend.Target, op, p string, code int, stderr string) error {
 	switch code {
 	case 0:
 		return nil
-	case sandboxio.CodeNotFound, sandboxio.CodeNotDir:
+	case filescript.CodeNotFound, filescript.CodeNotDir:
 		return errdefs.New(errdefs.ErrNotFound, what+": no such file or directory")
-	case sandboxio.CodeIsDir:
+	case filescript.CodeIsDir:
 		return errdefs.New(errdefs.ErrIsDirectory, what+": is a directory")
-	case sandboxio.CodePermission:
+	case filescript.CodePermission:
 		return errdefs.New(errdefs.ErrPermission, what+": permission denied")
-	case sandboxio.CodeNotRegular:
+	case filescript.CodeNotRegular:
 		return fmt.Errorf("%s: %s: %w", what, strings.TrimSpace(stderr), errors.Join(backend.ErrNotRegularFile, errdefs.ErrInvalidConfig))
 	}
 	return errdefs.New(errdefs.ErrUnavailable, fmt.Sprintf("%s: exit code %d: %s", what, code, strings.TrimSpace(stderr)))
@@ -76,7 +79,7 @@ func (b *Backend) script(ctx context.Context, t backend.Target, op, script, p st
 	return res.ExitCode, string(res.Stderr), err
 }
 
-// ReadFile reads a file whole, up to limit bytes (0: sandboxio.DefaultReadLimit).
+// ReadFile reads a file whole, up to limit bytes (0: defaultReadLimit).
 func (b *Backend) ReadFile(ctx context.Context, t backend.Target, p string, limit int64) ([]byte, error) {
 	var buf bytes.Buffer
 	_, err := b.ReadFileTo(ctx, t, p, &buf, limit)
@@ -86,11 +89,11 @@ func (b *Backend) ReadFile(ctx context.Context, t backend.Target, p string, limi
 // ReadFileTo streams a file into w, failing with ErrOutputLimit past limit.
 func (b *Backend) ReadFileTo(ctx context.Context, t backend.Target, p string, w io.Writer, limit int64) (int64, error) {
 	if limit == 0 {
-		limit = sandboxio.DefaultReadLimit
+		limit = defaultReadLimit
 	}
 	full := resolve(t, p)
 	lw := &limitWriter{w: w, limit: limit}
-	code, stderr, err := b.script(ctx, t, "read", sandboxio.ReadFileScript, full, nil, lw)
+	code, stderr, err := b.script(ctx, t, "read", filescript.ReadFile, full, nil, lw)
 	switch {
 	case errors.Is(err, errStop):
 		return lw.n, errdefs.New(errdefs.ErrOutputLimit, fmt.Sprintf("read %s: larger than %d bytes", full, limit))
@@ -141,7 +144,7 @@ func (b *Backend) WriteFileFrom(ctx context.Context, t backend.Target, p string,
 // ReadDirTo streams a directory's contents as a tar archive.
 func (b *Backend) ReadDirTo(ctx context.Context, t backend.Target, p string, w io.Writer) error {
 	full := resolve(t, p)
-	code, stderr, err := b.script(ctx, t, "read directory", sandboxio.ReadDirScript, full, nil, w)
+	code, stderr, err := b.script(ctx, t, "read directory", filescript.ReadDir, full, nil, w)
 	if err != nil {
 		return err
 	}
@@ -151,7 +154,7 @@ func (b *Backend) ReadDirTo(ctx context.Context, t backend.Target, p string, w i
 // WriteDirFrom unpacks a tar archive into a directory.
 func (b *Backend) WriteDirFrom(ctx context.Context, t backend.Target, p string, r io.Reader) error {
 	full := resolve(t, p)
-	code, stderr, err := b.script(ctx, t, "write directory", sandboxio.WriteDirScript, full, r, io.Discard)
+	code, stderr, err := b.script(ctx, t, "write directory", filescript.WriteDir, full, r, io.Discard)
 	if err != nil {
 		return err
 	}

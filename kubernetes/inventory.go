@@ -1,12 +1,10 @@
 package kubernetes
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -15,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/composebox/composebox/cleanup/labels"
-	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
@@ -121,98 +118,44 @@ func (b *Backend) projects(ctx context.Context) ([]backend.Project, error) {
 		pod := &pods.Items[i]
 		byNS[pod.Namespace] = append(byNS[pod.Namespace], pod)
 	}
-	statuses := map[string]backend.OwnerStatus{}
-	status := func(owner string) backend.OwnerStatus {
-		s, ok := statuses[owner]
-		if !ok {
-			s = tracking.OwnerStatus(owner)
-			statuses[owner] = s
-		}
-		return s
-	}
+	status := backend.OwnerStatuses()
 	out := make([]backend.Project, 0, len(list.Items))
 	for _, ns := range list.Items {
 		a := ns.Annotations
 		if a[labels.ComposeProjectLabel] == "" {
 			continue // composebox-labelled, but no sample's (a test's service account, say)
 		}
-		p := backend.Project{Name: ns.Name, Task: a[labels.LabelTask], Sample: a[labels.LabelSample], Owner: a[labels.LabelOwner],
-			Created: ns.CreationTimestamp.Time, Networks: 1, Pool: ns.Labels[labels.LabelPool]}
-		if t, err := time.Parse(time.RFC3339, a[labels.LabelCreated]); err == nil {
-			p.Created = t
-		}
-		p.Status = ownersStatus(p.Owner, a[annotationClaimer], status)
-		p.Stale = p.Status == backend.StatusStale
-		var problems []string
-		for _, pod := range byNS[ns.Name] {
-			st, _ := podState(pod, pod.Spec.Containers[0].ReadinessProbe != nil)
-			p.Containers++
-			p.ContainerNames = append(p.ContainerNames, pod.Name)
-			if st.State == backend.StateRunning {
-				p.Running++
-			}
-			if p.Config == "" {
-				p.Config = pod.Annotations[labels.ComposeConfigFilesLabel]
-			}
-			if problem := podProblem(st); problem != "" {
-				problems = append(problems, st.Service+":"+problem)
-			}
-		}
-		slices.Sort(p.ContainerNames)
-		slices.Sort(problems)
-		switch {
-		case p.Containers == 0:
-		case len(problems) == 0:
-			p.Health = "ok"
-		default:
-			p.Health = strings.Join(problems, ",")
-		}
-		out = append(out, p)
+		out = append(out, summary(ns.Name, a, ns.Labels[labels.LabelPool], ns.CreationTimestamp.Time, byNS[ns.Name]).Project(status))
 	}
-	slices.SortFunc(out, func(x, y backend.Project) int {
-		return cmp.Or(x.Created.Compare(y.Created), strings.Compare(x.Name, y.Name))
-	})
+	backend.SortProjects(out)
 	return out, nil
 }
 
-// ownersStatus is a project's owner status from its owner and the claimer that took it from a
-// pool: detached, alive when either lives, unknown when neither can be told, else stale.
-func ownersStatus(owner, claimer string, status func(string) backend.OwnerStatus) backend.OwnerStatus {
-	if owner == labels.OwnerDetached {
-		return backend.StatusDetached
+// summary is a namespace's sample as backend.Summary sums it up: its annotations carry the
+// sample's labels, the namespace is its network, and who claimed it from a pool is an owner
+// beside the one that started it.
+func summary(name string, a map[string]string, pool string, created time.Time, pods []*corev1.Pod) *backend.Summary {
+	s := backend.NewSummary(name)
+	s.Labels(a, created)
+	if a[labels.LabelOwner] == labels.OwnerDetached {
+		s.Detached()
 	}
-	result := backend.StatusUnknown
-	seen := false
-	for _, o := range []string{owner, claimer} {
-		if o == "" {
-			continue
-		}
-		switch s := status(o); {
-		case s == backend.StatusAlive:
-			return backend.StatusAlive
-		case s == backend.StatusStale && !seen:
-			result, seen = backend.StatusStale, true
-		case s == backend.StatusUnknown:
-			result, seen = backend.StatusUnknown, true
-		}
+	s.Owner(a[annotationClaimer])
+	s.Network(1)
+	s.Pool(pool)
+	for _, pod := range pods {
+		st, _ := podState(pod, pod.Spec.Containers[0].ReadinessProbe != nil)
+		s.Container(backend.SummaryContainer{Name: pod.Name, Service: st.Service, State: st.State, Health: st.Health,
+			ExitCode: st.ExitCode, ExitKnown: true, Config: pod.Annotations[labels.ComposeConfigFilesLabel]})
 	}
-	return result
+	return s
 }
 
-// podProblem says what is wrong with a pod, as `ls` shows it: "" when it runs and is not
-// starting, or exited 0; else starting, exited(N) or its state.
-func podProblem(st backend.ServiceState) string {
-	switch {
-	case st.State == backend.StateRunning && st.Health == "starting":
-		return "starting"
-	case st.State == backend.StateRunning:
-		return ""
-	case st.State == "exited" && st.ExitCode == 0:
-		return ""
-	case st.State == "exited":
-		return "exited(" + strconv.Itoa(st.ExitCode) + ")"
-	}
-	return st.State
+// ownersStatus is a project's owner status from its owner and the claimer that took it from a
+// pool, as backend.Summary tells it: detached, alive when either lives, unknown when neither
+// can be told, else stale.
+func ownersStatus(owner, claimer string, status func(string) backend.OwnerStatus) backend.OwnerStatus {
+	return summary("", map[string]string{labels.LabelOwner: owner, annotationClaimer: claimer}, "", time.Time{}, nil).Project(status).Status
 }
 
 // ListProjects lists every composebox namespace.
@@ -238,34 +181,10 @@ func (b *Backend) OwnedProjects(ctx context.Context, task, owner string) ([]stri
 	return out, nil
 }
 
-// Sweep deletes the namespaces sel chooses (with DryRun, only says which).
+// Sweep deletes the namespaces sel chooses (with DryRun, only says which): backend.Sweep,
+// the selection and sweep every backend shares.
 func (b *Backend) Sweep(ctx context.Context, sel backend.Selector, opts backend.RemoveOptions) ([]backend.SweepResult, error) {
-	ps, err := b.projects(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []backend.SweepResult
-	for _, p := range ps {
-		if !chosen(sel, p) {
-			continue
-		}
-		if opts.DryRun {
-			out = append(out, backend.SweepResult{Project: p, Removed: backend.Removed{Containers: p.Containers, Networks: p.Networks}})
-			continue
-		}
-		rm, err := b.Down(ctx, p.Name, backend.DownOptions{Grace: opts.Grace})
-		out = append(out, backend.SweepResult{Project: p, Removed: rm, Err: err})
-	}
-	return out, nil
-}
-
-// chosen says whether sel picks p: by name (a sample's project is its namespace), else by
-// the selector's filters.
-func chosen(sel backend.Selector, p backend.Project) bool {
-	if len(sel.Names) > 0 {
-		return slices.Contains(sel.Names, p.Name)
-	}
-	return sel.Match(p, time.Now())
+	return backend.Sweep(ctx, b, sel, opts)
 }
 
 // splitID splits a container id, namespace/pod.

@@ -10,8 +10,11 @@
 // Compose's semantics map onto the cluster as docs/kubernetes.md describes: depends_on as
 // dependency waves (depends.go), networks as NetworkPolicies (netpol.go), named volumes as
 // claims and binds as copies (volumes.go, binds.go), limits and reservations as resources
-// (resources.go). What does not map (markers and claims for warm pools, the death watch,
-// publishing ports on a host, user switching by name, host paths outside the task directory)
+// (resources.go). Markers and atomic claims (markers.go) and the death watch (deaths.go) work
+// as on Docker. Selection, the sweep and the `ls` summary are the contract's (backend.Plan,
+// backend.Sweep, backend.Summary); building images is the Docker backend's, passed in as
+// Options.Images, so that this package depends on the contract alone. What does not map
+// (publishing ports on a host, user switching by name, host paths outside the task directory)
 // fails with a typed error saying so.
 package kubernetes
 
@@ -19,6 +22,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -29,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/docker/docker/client"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	k8s "k8s.io/client-go/kubernetes"
@@ -37,7 +42,6 @@ import (
 
 	"github.com/composebox/composebox/internal/engine"
 	"github.com/composebox/composebox/internal/errdefs"
-	"github.com/composebox/composebox/lifecycle/dockerbackend"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
 
@@ -68,6 +72,10 @@ type Options struct {
 	// Docker is the engine that builds images and pushes them; nil is the one the environment
 	// names (closed by Close).
 	Docker client.APIClient
+	// Images builds the samples' images on Docker and brings them from elsewhere: the Docker
+	// backend over Docker (dockerbackend.New), passed in so that this backend depends on the
+	// contract alone. Required; Close closes it.
+	Images Images
 	// Logger receives diagnostics (default: discarded).
 	Logger *slog.Logger
 	// StartTimeout bounds a sample's readiness when the healthchecks give no budget
@@ -89,13 +97,22 @@ type Options struct {
 	DNS []string
 }
 
+// Images is what this backend needs of the engine that builds its images.
+type Images interface {
+	BaseImage(ctx context.Context) (string, error)
+	Build(ctx context.Context, svc types.ServiceConfig, opts backend.BuildOptions) (bool, error)
+	SaveImages(ctx context.Context, refs []string, w io.Writer) error
+	LoadImages(ctx context.Context, r io.Reader) error
+	Close() error
+}
+
 // Backend runs samples on one Kubernetes cluster. It is safe for concurrent use.
 type Backend struct {
 	cfg      *rest.Config
 	cs       k8s.Interface
 	registry string
 	docker   client.APIClient
-	images   *dockerbackend.Backend
+	images   Images
 	owned    bool
 	log      *slog.Logger
 	start    time.Duration
@@ -163,11 +180,11 @@ func New(opts Options) (*Backend, error) {
 		}
 		b.docker, b.owned = c, true
 	}
-	b.images, err = dockerbackend.New(b.docker, dockerbackend.Options{Logger: opts.Logger})
-	if err != nil {
+	if opts.Images == nil {
 		b.Close()
-		return nil, err
+		return nil, errdefs.New(errdefs.ErrPrerequisite, "kubernetes: no image builder: Options.Images is the Docker backend that builds and pushes the samples' images")
 	}
+	b.images = opts.Images
 	return b, nil
 }
 

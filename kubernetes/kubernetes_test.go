@@ -17,6 +17,7 @@ import (
 	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/kubernetes"
 	"github.com/composebox/composebox/orchestrator"
+	"github.com/composebox/composebox/orchestrator/backends"
 )
 
 func project(name string) string {
@@ -34,7 +35,7 @@ func newBackend(t *testing.T) *kubernetes.Backend {
 	if env.DNS != "" {
 		dns = []string{env.DNS}
 	}
-	b, err := kubernetes.New(kubernetes.Options{Config: env.ServiceAccount(t), Registry: env.Registry, DNS: dns, VolumeRoot: env.Volumes})
+	b, err := backends.Kubernetes(kubernetes.Options{Config: env.ServiceAccount(t), Registry: env.Registry, DNS: dns, VolumeRoot: env.Volumes})
 	if err != nil {
 		t.Fatal(err)
 	}

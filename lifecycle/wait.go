@@ -17,8 +17,8 @@ import (
 
 	"github.com/composebox/composebox/cleanup"
 	"github.com/composebox/composebox/cleanup/labels"
-	"github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/lifecycle/sandboxio"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // Docker's healthcheck defaults, used where a healthcheck leaves a field unset.
@@ -48,76 +48,12 @@ type WaitOptions struct {
 	OnReady func(ServiceState)
 }
 
-// ServiceState is one service container's state as Wait last saw it.
-type ServiceState struct {
-	Service     string `json:"service"`
-	ContainerID string `json:"container_id"`
-	Container   string `json:"container"`
-	State       string `json:"state"`            // created, running, exited, dead, missing...
-	Health      string `json:"health,omitempty"` // starting, healthy, unhealthy; empty without a healthcheck
-	ExitCode    int    `json:"exit_code"`
-	OOMKilled   bool   `json:"oom_killed,omitempty"`
-	Ready       bool   `json:"ready"`
-	// HealthOutput is the last healthcheck probe's output.
-	HealthOutput string `json:"health_output,omitempty"`
-	// Logs are the container's last log lines (filled for services that failed).
-	Logs string `json:"logs,omitempty"`
-	// firstRunning is when a poll first found the container running. A service without a
-	// healthcheck counts as ready only when a poll at least minStableUptime later still finds
-	// it running, so that one crashing on start fails the wait instead of passing: the engine
-	// goes on reporting a crashed container as running for a while, longer on a loaded host.
-	firstRunning time.Time
-	// WorkingDir is the container's working directory ("/" when the image sets none).
-	WorkingDir string `json:"working_dir"`
-	// User is the container's configured user ("" = root).
-	User string `json:"user,omitempty"`
-}
+// ServiceState is one service container's state as Wait last saw it: the contract's.
+type ServiceState = backend.ServiceState
 
-// NotReadyError reports a project that did not become ready: every service not ready, with
-// its state, exit code, OOM flag, last probe output and log tail. It matches ErrUnavailable,
-// and ErrTimeout as well when the budget ran out.
-type NotReadyError struct {
-	Project  string
-	Reason   string // "unhealthy", "exited", "timeout", "missing"
-	Waited   time.Duration
-	Budget   time.Duration
-	Services []ServiceState
-}
-
-func (e *NotReadyError) Error() string {
-	var b strings.Builder
-	switch e.Reason {
-	case "timeout":
-		fmt.Fprintf(&b, "wait for project %s: not ready after %s (budget %s)", e.Project, e.Waited.Round(time.Millisecond), e.Budget)
-	default:
-		fmt.Fprintf(&b, "wait for project %s: a service is %s after %s", e.Project, e.Reason, e.Waited.Round(time.Millisecond))
-	}
-	for _, s := range e.Services {
-		fmt.Fprintf(&b, "\n  service %s (%s): state %s", s.Service, s.Container, s.State)
-		if s.Health != "" {
-			fmt.Fprintf(&b, ", health %s", s.Health)
-		}
-		if s.State == "exited" || s.State == "dead" {
-			fmt.Fprintf(&b, ", exit code %d", s.ExitCode)
-		}
-		if s.OOMKilled {
-			b.WriteString(", OOM-killed")
-		}
-		if s.HealthOutput != "" {
-			fmt.Fprintf(&b, "\n    last health probe: %s", indent(strings.TrimSpace(s.HealthOutput)))
-		}
-		if s.Logs != "" {
-			fmt.Fprintf(&b, "\n    last logs:\n      %s", indent(strings.TrimRight(s.Logs, "\n")))
-		}
-	}
-	return b.String()
-}
-
-func indent(s string) string { return strings.ReplaceAll(s, "\n", "\n      ") }
-
-func (e *NotReadyError) Is(target error) bool {
-	return target == errdefs.ErrUnavailable || (target == errdefs.ErrTimeout && e.Reason == "timeout")
-}
+// NotReadyError reports a project that did not become ready: the contract's, which every
+// backend returns.
+type NotReadyError = backend.NotReadyError
 
 // Budget is how long a container may take to become ready, from its healthcheck: start_period +
 // retries × (interval + timeout), with Docker's defaults for unset fields, so that a service gets
@@ -229,6 +165,11 @@ type readiness struct {
 	probeMax     time.Duration
 	onReady      func(ServiceState)
 	reported     bool
+	// firstRunning is when a poll first found the container running. A service without a
+	// healthcheck counts as ready only when a poll at least minStableUptime later still finds
+	// it running, so that one crashing on start fails the wait instead of passing: the engine
+	// goes on reporting a crashed container as running for a while, longer on a loaded host.
+	firstRunning time.Time
 }
 
 func (r *readiness) ready() string {
@@ -260,7 +201,7 @@ func (e *Engine) newReadiness(ctx context.Context, s *ServiceState, opts WaitOpt
 		// exec (about 35 ms of engine time), and hundreds of starting services share the daemon.
 		r.probeMax = min(cmp.Or(hc.Interval, defaultHealthInterval), 2*time.Second)
 	}
-	observe(s, info)
+	observe(s, &r.firstRunning, info)
 	return r, nil
 }
 
@@ -337,7 +278,7 @@ func (r *readiness) await(ctx context.Context) string {
 			s.State = "missing"
 			return "exited"
 		}
-		observe(s, info)
+		observe(s, &r.firstRunning, info)
 	}
 }
 
@@ -356,7 +297,7 @@ func (r *readiness) runProbe(ctx context.Context) (ok, ran bool) {
 	return true, true
 }
 
-func observe(s *ServiceState, info container.InspectResponse) {
+func observe(s *ServiceState, firstRunning *time.Time, info container.InspectResponse) {
 	st := info.State
 	if st == nil {
 		return
@@ -372,10 +313,10 @@ func observe(s *ServiceState, info container.InspectResponse) {
 	switch {
 	case st.Status == "running" && !st.Restarting:
 		if s.Health == "" {
-			if s.firstRunning.IsZero() {
-				s.firstRunning = time.Now()
+			if firstRunning.IsZero() {
+				*firstRunning = time.Now()
 			}
-			s.Ready = time.Since(s.firstRunning) >= minStableUptime
+			s.Ready = time.Since(*firstRunning) >= minStableUptime
 		} else {
 			s.Ready = s.Health == "healthy"
 		}
@@ -396,7 +337,7 @@ func (e *Engine) notReady(ctx context.Context, project, reason string, start tim
 		}
 		if s.ContainerID != "" {
 			if info, ierr := e.api.ContainerInspect(dctx, s.ContainerID); ierr == nil {
-				observe(&s, info)
+				observe(&s, new(time.Time), info)
 				s.Container = strings.TrimPrefix(info.Name, "/")
 			}
 			if s.State == "running" && s.Health == "" {

@@ -105,15 +105,15 @@ func (o *Orchestrator) Prune(ctx context.Context, opts PruneOptions) (PruneRepor
 func (o *Orchestrator) pruneProjects(ctx context.Context, sel backend.Selector, opts PruneOptions) ([]PrunedProject, error) {
 	// Over several engines, one that does not answer leaves its projects out of the plan: the
 	// others' are removed all the same, and the error names it.
-	planned, planErr := o.backend.Sweep(ctx, sel, backend.RemoveOptions{DryRun: true})
+	planned, planErr := backend.Plan(ctx, o.backend, sel)
 	if planErr != nil && len(planned) == 0 {
 		return nil, o.engineLost(planErr)
 	}
 	planErr = o.engineLost(planErr)
 	out := []PrunedProject{}
 	if opts.DryRun {
-		for _, r := range planned {
-			out = append(out, PrunedProject{Project: r.Project})
+		for _, p := range planned {
+			out = append(out, PrunedProject{Project: p})
 		}
 		return out, planErr
 	}
@@ -121,10 +121,10 @@ func (o *Orchestrator) pruneProjects(ctx context.Context, sel backend.Selector, 
 		return out, planErr
 	}
 	names := make([]string, len(planned))
-	for i, r := range planned {
-		names[i] = r.Name
+	for i, p := range planned {
+		names[i] = p.Name
 		if opts.OnProject != nil {
-			opts.OnProject(r.Project, "removing")
+			opts.OnProject(p, "removing")
 		}
 	}
 	// The projects planned are removed by name: a project selected as stale is removed even
@@ -137,9 +137,9 @@ func (o *Orchestrator) pruneProjects(ctx context.Context, sel backend.Selector, 
 	for _, p := range planned {
 		r, ok := byName[p.Name]
 		if !ok {
-			r = backend.SweepResult{Project: p.Project} // gone in between: nothing left to remove
+			r = backend.SweepResult{Project: p} // gone in between: nothing left to remove
 		}
-		pp := PrunedProject{Project: p.Project, Removed: &r.Removed, Err: r.Err}
+		pp := PrunedProject{Project: p, Removed: &r.Removed, Err: r.Err}
 		out = append(out, pp)
 		if opts.OnProject != nil {
 			status := "removed"

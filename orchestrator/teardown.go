@@ -110,10 +110,10 @@ func (o *Orchestrator) down(ctx context.Context, project string) (backend.Remove
 	return removed, o.forget(project)
 }
 
-// sweep is down for every project sel selects, as one call to the backend's Sweep (which
-// bounds its own parallelism); each project it removed is forgotten as down forgets it.
+// sweep is down for every project sel selects, as backend.Sweep selects them (the one
+// selection every backend shares; it bounds its own parallelism); each project it removed is forgotten as down forgets it.
 func (o *Orchestrator) sweep(ctx context.Context, sel backend.Selector, opts backend.RemoveOptions) ([]backend.SweepResult, error) {
-	res, err := o.backend.Sweep(ctx, sel, opts)
+	res, err := backend.Sweep(ctx, o.backend, sel, opts)
 	if opts.DryRun {
 		return res, err
 	}

@@ -49,6 +49,7 @@ import (
 	"github.com/composebox/composebox/internal/k8stest"
 	"github.com/composebox/composebox/kubernetes"
 	"github.com/composebox/composebox/orchestrator"
+	"github.com/composebox/composebox/orchestrator/backends"
 )
 
 const (
@@ -261,7 +262,7 @@ func cluster(ctx context.Context, path string) (k8stest.Env, *rest.Config, *kube
 	if env.DNS != "" {
 		dns = []string{env.DNS}
 	}
-	kb, err := kubernetes.New(kubernetes.Options{Config: cfg, Registry: env.Registry, DNS: dns, VolumeRoot: env.Volumes})
+	kb, err := backends.Kubernetes(kubernetes.Options{Config: cfg, Registry: env.Registry, DNS: dns, VolumeRoot: env.Volumes})
 	if err != nil {
 		return env, nil, nil, "", err
 	}

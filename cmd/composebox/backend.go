@@ -11,6 +11,7 @@ import (
 	"github.com/composebox/composebox/lifecycle/multiengine"
 	"github.com/composebox/composebox/orchestrator"
 	"github.com/composebox/composebox/orchestrator/backend"
+	"github.com/composebox/composebox/orchestrator/backends"
 )
 
 // backendEnv selects the backend when --backend is not given.
@@ -61,7 +62,7 @@ func (f *backendFlags) setup(g *globals) error {
 		// client-go logs through klog, to stderr unless told otherwise: into composebox's
 		// logger instead, so that stderr has one format.
 		klog.SetSlogLogger(g.log)
-		b, err := kubernetes.New(kubernetes.Options{Kubeconfig: f.Kubeconfig, Registry: f.Registry, Logger: g.log})
+		b, err := backends.Kubernetes(kubernetes.Options{Kubeconfig: f.Kubeconfig, Registry: f.Registry, Logger: g.log})
 		if err != nil {
 			return err
 		}

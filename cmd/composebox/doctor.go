@@ -11,7 +11,7 @@ import (
 	"github.com/composebox/composebox/compose"
 	"github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/orchestrator"
-	"github.com/composebox/composebox/prereqs"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 type doctorOptions struct {
@@ -49,7 +49,7 @@ keep samples of it (warn with the reason when not: its files reference per-sampl
 
 func runDoctor(cmd *cobra.Command, g *globals, path string, opts doctorOptions) error {
 	ctx := cmd.Context()
-	var tasks []prereqs.Check
+	var tasks []backend.Check
 	if path != "" || len(opts.flags.Files) > 0 {
 		// A command line that cannot be understood is a usage error, not a failed check.
 		if _, err := opts.flags.loadOptions(); err != nil {
@@ -61,14 +61,14 @@ func runDoctor(cmd *cobra.Command, g *globals, path string, opts doctorOptions) 
 	if err != nil {
 		return err
 	}
-	policy := prereqs.Check{Name: "policy", Status: prereqs.Pass, Detail: p.Summary()}
+	policy := backend.Check{Name: "policy", Status: backend.Pass, Detail: p.Summary()}
 	o, err := g.orchestrator(false)
 	if err != nil {
 		return err
 	}
 	defer o.Close()
 	// The task's checks need no daemon, so they are reported even when it does not answer.
-	r, err := o.Doctor(ctx, orchestrator.DoctorOptions{Build: opts.Build, Extra: []prereqs.Check{policy}, Local: tasks,
+	r, err := o.Doctor(ctx, orchestrator.DoctorOptions{Build: opts.Build, Extra: []backend.Check{policy}, Local: tasks,
 		HostAccess: p.AllowHostAccess})
 	if err != nil {
 		return err
@@ -90,10 +90,10 @@ func runDoctor(cmd *cobra.Command, g *globals, path string, opts doctorOptions) 
 }
 
 // doctorFailed names the checks that failed.
-func doctorFailed(r prereqs.Report) error {
+func doctorFailed(r backend.Report) error {
 	var failed []string
 	for _, c := range r.Checks {
-		if c.Status == prereqs.Fail {
+		if c.Status == backend.Fail {
 			failed = append(failed, c.Name)
 		}
 	}
@@ -103,18 +103,18 @@ func doctorFailed(r prereqs.Report) error {
 // taskChecks load the task as config does: "task" says whether it loads and passes the policy,
 // "pool" whether a warm pool can keep its samples. A task that does not load has no pool check:
 // what its files reference is not known.
-func taskChecks(ctx context.Context, g *globals, arg string, flags *taskFlags) []prereqs.Check {
+func taskChecks(ctx context.Context, g *globals, arg string, flags *taskFlags) []backend.Check {
 	name, _ := flags.path(arg)
 	proj, _, err := loadTask(ctx, g, arg, "", flags)
 	if err != nil {
-		return []prereqs.Check{{Name: "task", Status: prereqs.Fail, Detail: errorKind(err) + ": " + strings.TrimSpace(err.Error())}}
+		return []backend.Check{{Name: "task", Status: backend.Fail, Detail: errorKind(err) + ": " + strings.TrimSpace(err.Error())}}
 	}
-	checks := []prereqs.Check{{Name: "task", Status: prereqs.Pass,
+	checks := []backend.Check{{Name: "task", Status: backend.Pass,
 		Detail: fmt.Sprintf("%s loads and passes the policy (services: %s)", name, strings.Join(proj.ServiceNames(), ", "))}}
 	if ok, why := compose.Poolable(proj); ok {
-		checks = append(checks, prereqs.Check{Name: "pool", Status: prereqs.Pass, Detail: "warm pools: yes"})
+		checks = append(checks, backend.Check{Name: "pool", Status: backend.Pass, Detail: "warm pools: yes"})
 	} else {
-		checks = append(checks, prereqs.Check{Name: "pool", Status: prereqs.Warn, Detail: "warm pools: no, the task cannot be pooled: " + why})
+		checks = append(checks, backend.Check{Name: "pool", Status: backend.Warn, Detail: "warm pools: no, the task cannot be pooled: " + why})
 	}
 	return checks
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -140,4 +142,41 @@ func TestKubernetesUpExecDown(t *testing.T) {
 	if after := c.namespaces(t); !slices.Equal(after, before) {
 		t.Fatalf("namespaces before up %v, after down %v", before, after)
 	}
+}
+
+// On Kubernetes as on Docker, a name from the CONTAINER column of `ps` (a service's pod)
+// selects its sample: `cleanup --dry-run NAME` plans its removal and removes nothing, and
+// `cleanup NAME` removes it.
+func TestKubernetesCleanupByContainerName(t *testing.T) {
+	c := newOnCluster(t)
+	task := uniqueTask("k8sname")
+	dir := filepath.Join(t.TempDir(), task)
+	// The service is named after the task, so that no other sample's pod shares its name.
+	svc := strings.ReplaceAll(task, "cbxt-", "svc-")
+	compose := "services:\n  " + svc + ":\n    image: ${COMPOSEBOX_BASE_IMAGE}\n    command: [\"tail\", \"-f\", \"/dev/null\"]\n    x-default: true\n"
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "compose.yaml"), []byte(compose), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	project := strings.TrimSpace(c.cli(t, "up", dir))
+	t.Cleanup(func() { _, _, _ = runCLI(t, append(slices.Clone(c.flags), "down", project)...) })
+	p, ok := lsJSON(t, task, c.flags...)[project]
+	if !ok || len(p.ContainerNames) != 1 {
+		t.Fatalf("ls: %+v, want %s with one container", p, project)
+	}
+	ctr := p.ContainerNames[0]
+	res := cleanupJSON(t, append([]string{"--dry-run", ctr}, c.flags...)...)
+	if !res.DryRun || !slices.Equal(removedNames(res), []string{project}) {
+		t.Fatalf("cleanup --dry-run %s: %+v, want %s", ctr, res, project)
+	}
+	if _, err := c.admin.CoreV1().Namespaces().Get(t.Context(), project, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the dry run removed the namespace: %v", err)
+	}
+	res = cleanupJSON(t, append([]string{ctr}, c.flags...)...)
+	if !slices.Equal(removedNames(res), []string{project}) || res.Projects[0].Error != "" {
+		t.Fatalf("cleanup %s: %+v, want %s removed", ctr, res, project)
+	}
+	c.gone(t, project)
 }

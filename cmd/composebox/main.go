@@ -8,15 +8,15 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/cmd/composebox/internal/initgc"
+	"github.com/composebox/composebox/orchestrator"
 )
 
 func main() {
 	initgc.Restore()
 	// A watchdog started by --reaper is this executable re-run: it must act as one before
 	// anything else happens.
-	if tracking.ReaperMain() {
+	if orchestrator.ReaperMain() {
 		return
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())

@@ -27,6 +27,7 @@ import (
 	"github.com/composebox/composebox/kubernetes"
 	"github.com/composebox/composebox/orchestrator"
 	"github.com/composebox/composebox/orchestrator/backend"
+	"github.com/composebox/composebox/orchestrator/backends"
 )
 
 // The kill -9 tests need a process that owns a sample and can be killed: this test binary,
@@ -79,7 +80,7 @@ func TestHelperOwner(t *testing.T) {
 		opts = append(opts, orchestrator.WithReaper())
 	}
 	if kc := os.Getenv(helperKubeconfigEnv); kc != "" {
-		b, err := kubernetes.New(kubernetes.Options{Kubeconfig: kc, Registry: os.Getenv(helperRegistryEnv)})
+		b, err := backends.Kubernetes(kubernetes.Options{Kubeconfig: kc, Registry: os.Getenv(helperRegistryEnv)})
 		if err != nil {
 			fail(err)
 		}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/moby/term"
 
-	"github.com/composebox/composebox/lifecycle"
 	"github.com/composebox/composebox/orchestrator"
 )
 
@@ -215,7 +214,7 @@ const stBlocked = "blocked"
 // blame marks the services that failed as failed, with what went wrong, and the ones that were
 // only waiting for them as blocked; without the details, every service not yet healthy failed.
 func (p *progress) blame(err error) {
-	var nr *lifecycle.NotReadyError
+	var nr *orchestrator.NotReadyError
 	if !errors.As(err, &nr) || len(nr.Services) == 0 {
 		p.setAll(stFailed, "", stHealthy)
 		return

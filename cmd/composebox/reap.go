@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/composebox/composebox/cleanup/labels"
-	"github.com/composebox/composebox/cleanup/tracking"
+	"github.com/composebox/composebox/orchestrator"
 )
 
 type reapOptions struct {
@@ -46,7 +46,7 @@ func runReap(ctx context.Context, g *globals, opts reapOptions) error {
 	if _, err := labels.ParseOwner(opts.Owner); err != nil {
 		return usageError{err}
 	}
-	ropts := tracking.ReapOptions{Interval: opts.Interval, StateDir: g.stateDir()}
+	ropts := orchestrator.ReapOptions{Interval: opts.Interval, StateDir: g.stateDir()}
 	for _, e := range g.backend.engines {
 		ep, err := e.EndpointOf()
 		if err != nil {
@@ -54,7 +54,7 @@ func runReap(ctx context.Context, g *globals, opts reapOptions) error {
 		}
 		ropts.Engines = append(ropts.Engines, ep)
 	}
-	results, err := tracking.Reap(ctx, opts.Owner, ropts)
+	results, err := orchestrator.Reap(ctx, opts.Owner, ropts)
 	out := make([]cleanupProjectResult, 0, len(results))
 	for _, r := range results {
 		rm := r.Removed

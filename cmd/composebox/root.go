@@ -9,8 +9,6 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 
-	"github.com/composebox/composebox/cleanup/tracking"
-	"github.com/composebox/composebox/internal/subnets"
 	"github.com/composebox/composebox/orchestrator"
 )
 
@@ -86,7 +84,7 @@ func newRootCmd(g *globals) *cobra.Command {
 	root.PersistentFlags().BoolVar(&g.JSON, "json", false, "machine-readable output on stdout")
 	root.PersistentFlags().StringVar(&g.LogLevel, "log-level", "warn", "log level on stderr: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&g.Progress, "progress", progressAuto, "progress of up, run and cleanup on stderr: auto (live on a terminal, else plain lines), tty, plain or none")
-	root.PersistentFlags().StringVar(&g.StateDir, "state-dir", "", "state cache directory (default $"+tracking.StateDirEnv+", else the XDG data dir)")
+	root.PersistentFlags().StringVar(&g.StateDir, "state-dir", "", "state cache directory (default $"+orchestrator.StateDirEnv+", else the XDG data dir)")
 	root.PersistentFlags().StringVar(&g.SubnetPool, "subnet-pool", "10.213.0.0/16", "pool of managed subnets for sample networks")
 	root.PersistentFlags().IntVar(&g.SubnetBits, "subnet-bits", 27, "prefix length of each managed subnet")
 	root.PersistentFlags().BoolVar(&g.NoSubnets, "no-managed-subnets", false, "let the daemon number sample networks from its default address pools")
@@ -195,7 +193,7 @@ func (g *globals) stateDir() string {
 	if g.StateDir != "" {
 		return g.StateDir
 	}
-	return tracking.DefaultStateDir()
+	return orchestrator.DefaultStateDir()
 }
 
 // subnets is the managed-subnet configuration the flags ask for.
@@ -204,10 +202,10 @@ func (g *globals) subnets() (orchestrator.Subnets, error) {
 	if g.NoSubnets {
 		return s, nil
 	}
-	p, err := subnets.Parse(g.SubnetPool, g.SubnetBits)
+	base, err := orchestrator.ParseSubnetPool(g.SubnetPool, g.SubnetBits)
 	if err != nil {
 		return s, fmt.Errorf("--subnet-pool/--subnet-bits: %w", err)
 	}
-	s.Pool = p.Base
+	s.Pool = base
 	return s, nil
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/composebox/composebox/lifecycle"
+	"github.com/composebox/composebox/orchestrator"
 )
 
 // version and commit are set at build time with -ldflags "-X main.version=... -X
@@ -34,9 +34,9 @@ func currentVersion() string {
 // versionLine is the line `composebox version` and `composebox --version` print.
 func versionLine() string {
 	if commit != "" {
-		return fmt.Sprintf("composebox %s (commit %s, %s, compose %s)", currentVersion(), commit, runtime.Version(), lifecycle.ComposeVersion())
+		return fmt.Sprintf("composebox %s (commit %s, %s, compose %s)", currentVersion(), commit, runtime.Version(), orchestrator.ComposeVersion())
 	}
-	return fmt.Sprintf("composebox %s (%s, compose %s)", currentVersion(), runtime.Version(), lifecycle.ComposeVersion())
+	return fmt.Sprintf("composebox %s (%s, compose %s)", currentVersion(), runtime.Version(), orchestrator.ComposeVersion())
 }
 
 // addVersionFlag gives the root command --version, which prints what the version verb prints.
@@ -52,7 +52,7 @@ func newVersionCmd(g *globals) *cobra.Command {
 		Long:  "Prints composebox's version (also --version), the commit it was built from, Go's version and the compose library's.",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			doc := map[string]string{"version": currentVersion(), "go": runtime.Version(), "compose": lifecycle.ComposeVersion()}
+			doc := map[string]string{"version": currentVersion(), "go": runtime.Version(), "compose": orchestrator.ComposeVersion()}
 			if commit != "" {
 				doc["commit"] = commit
 			}

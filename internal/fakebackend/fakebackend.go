@@ -617,35 +617,15 @@ func cmpOr(a, b string) string {
 	return b
 }
 
+// Sweep is backend.Sweep, the selection and sweep every backend shares.
 func (b *Backend) Sweep(ctx context.Context, sel backend.Selector, opts backend.RemoveOptions) ([]backend.SweepResult, error) {
 	b.mu.Lock()
-	if err := b.callLocked("Sweep"); err != nil {
-		b.mu.Unlock()
+	err := b.callLocked("Sweep")
+	b.mu.Unlock()
+	if err != nil {
 		return nil, err
 	}
-	var chosen []backend.Project
-	now := time.Now()
-	for _, p := range b.listLocked() {
-		// A fake project's name is what a name selects.
-		if len(sel.Names) > 0 && slices.Contains(sel.Names, p.Name) || len(sel.Names) == 0 && sel.Match(p, now) {
-			chosen = append(chosen, p)
-		}
-	}
-	b.mu.Unlock()
-	var out []backend.SweepResult
-	var errs []error
-	if opts.DryRun {
-		for _, p := range chosen {
-			out = append(out, backend.SweepResult{Project: p})
-		}
-		return out, nil
-	}
-	for _, p := range chosen {
-		r, err := b.Down(ctx, p.Name, backend.DownOptions{Grace: opts.Grace})
-		out = append(out, backend.SweepResult{Project: p, Removed: r, Err: err})
-		errs = append(errs, err)
-	}
-	return out, errors.Join(errs...)
+	return backend.Sweep(ctx, b, sel, opts)
 }
 
 // ListImages lists the images whose labels match every entry of sel.

@@ -35,22 +35,17 @@ func (b *Backend) ListProjects(ctx context.Context) ([]backend.Project, error) {
 	return list, err
 }
 
-// Sweep is tracking.Sweep on the retrying client; with DryRun, tracking.Plan.
+// Sweep is backend.Sweep, the selection and sweep every backend shares, over this backend's
+// Down (on the retrying client).
 func (b *Backend) Sweep(ctx context.Context, sel backend.Selector, opts backend.RemoveOptions) ([]backend.SweepResult, error) {
-	if opts.DryRun {
-		planned, err := tracking.Plan(ctx, b.raw, sel)
-		out := make([]backend.SweepResult, len(planned))
-		for i, p := range planned {
-			out[i] = backend.SweepResult{Project: p}
-			out[i].Engine = b.name
-		}
-		return out, err
-	}
-	res, err := tracking.Sweep(ctx, b.engine.Client(), sel, cleanup.RemoveOptions{Grace: opts.Grace})
-	for i := range res {
-		res[i].Engine = b.name
-	}
-	return res, err
+	return backend.Sweep(ctx, b, sel, opts)
+}
+
+// FinishSweep removes the host firewall's rules of networks gone without their teardown
+// finishing.
+func (b *Backend) FinishSweep(ctx context.Context) error {
+	_, err := cleanup.PruneHostFirewall(ctx, b.engine.Client())
+	return err
 }
 
 // ListImages lists the images whose labels match sel.

@@ -87,18 +87,19 @@ func (b *Backend) ListProjects(ctx context.Context) ([]backend.Project, error) {
 	return out, err
 }
 
-// Sweep sweeps every engine with sel; each result names its engine.
+// Sweep is backend.Sweep over every engine: ListProjects names each project's engine, and
+// Down goes to it.
 func (b *Backend) Sweep(ctx context.Context, sel backend.Selector, opts backend.RemoveOptions) ([]backend.SweepResult, error) {
-	out, err := gather(ctx, b, func(ctx context.Context, m *member) ([]backend.SweepResult, error) {
-		return m.b.Sweep(ctx, sel, opts)
-	}, func(m *member, r *backend.SweepResult) {
-		r.Engine = m.name
-		if opts.DryRun {
-			b.learn(r.Name, m)
-		} else if r.Err == nil {
-			b.forget(r.Name)
+	return backend.Sweep(ctx, b, sel, opts)
+}
+
+// FinishSweep finishes the sweep on every engine whose backend has work to do after one.
+func (b *Backend) FinishSweep(ctx context.Context) error {
+	_, err := gather(ctx, b, func(ctx context.Context, m *member) ([]struct{}, error) {
+		if f, ok := m.b.(backend.SweepFinisher); ok {
+			return nil, f.FinishSweep(ctx)
 		}
-	})
-	oldestFirst(out, func(r backend.SweepResult) (time.Time, string) { return r.Created, r.Name })
-	return out, err
+		return nil, nil
+	}, nil)
+	return err
 }

@@ -7,24 +7,6 @@ import (
 	"github.com/composebox/composebox/internal/errdefs"
 )
 
-// Directories travel as tar streams made and unpacked by tar inside the container, as the
-// target's user, so that user's permissions apply as they do to files. Symlinks travel as
-// symlinks; nothing is followed.
-const (
-	readDirScript = `d=$1
-[ -e "$d" ] || exit 40
-[ -d "$d" ] || exit 43
-{ [ -r "$d" ] && [ -x "$d" ]; } || exit 42
-exec tar -c -f - -C "$d" .
-`
-	writeDirScript = `d=$1
-if [ -e "$d" ] && [ ! -d "$d" ]; then exit 43; fi
-mkdir -p -- "$d" 2>/dev/null || exit 42
-{ [ -w "$d" ] && [ -x "$d" ]; } || exit 42
-exec tar -x -f - -C "$d"
-`
-)
-
 // ReadDirTo streams the directory at p (relative to the working directory) into w as a tar
 // archive of its contents, made by tar in the container as the target's user. A w that blocks
 // does not hold the call past ctx.

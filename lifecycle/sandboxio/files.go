@@ -15,16 +15,6 @@ import (
 // DefaultReadLimit is ReadFile's size limit when the caller passes 0.
 const DefaultReadLimit = 100 << 20
 
-// Exit codes of the file scripts. They sit well away from what sh, cat and mkdir return for
-// their own failures (1, 2, 126, 127 and signals), which end up as plain errors.
-const (
-	codeNotFound   = 40
-	codeIsDir      = 41
-	codePermission = 42
-	codeNotDir     = 43 // a component of the path is not a directory
-	codeNotRegular = 44 // a FIFO, a device or a socket: its type is on stderr
-)
-
 // ErrNotRegularFile is what reading anything but a regular file gives (with ErrInvalidConfig):
 // a FIFO the agent made would block the read until someone writes to it, and a device such as
 // /dev/zero would stream forever, so neither is opened.
@@ -38,56 +28,6 @@ func (e *notRegularError) Error() string { return e.msg }
 func (e *notRegularError) Is(target error) bool {
 	return target == ErrNotRegularFile || target == errdefs.ErrInvalidConfig
 }
-
-// readScript runs as the target's user, so the kernel applies that user's permissions; the
-// checks before cat only turn the common failures into exit codes, since shell and cat error
-// messages differ between images. test(1) follows symlinks, as cat does. Only a regular file
-// is read: anything else (a FIFO, a device, a socket) is refused before it is opened.
-const readScript = `f=$1
-if [ ! -e "$f" ]; then
-	a=$f
-	while :; do
-		a=${a%/*}; [ -n "$a" ] || a=/
-		if [ -e "$a" ]; then
-			[ -d "$a" ] || exit 43
-			[ -x "$a" ] || exit 42
-			exit 40
-		fi
-	done
-fi
-[ -d "$f" ] && exit 41
-if [ ! -f "$f" ]; then
-	if [ -p "$f" ]; then echo "a FIFO"
-	elif [ -c "$f" ]; then echo "a character device"
-	elif [ -b "$f" ]; then echo "a block device"
-	elif [ -S "$f" ]; then echo "a socket"
-	fi >&2
-	exit 44
-fi
-[ -r "$f" ] || exit 42
-exec cat -- "$f"
-`
-
-// writeScript creates the missing parents and overwrites the file in place (keeping an
-// existing file's mode and inode, and writing through a symlink), as the target's user, so
-// the new file and directories belong to that user.
-const writeScript = `f=$1
-[ -d "$f" ] && exit 41
-d=${f%/*}; [ -n "$d" ] || d=/
-if [ ! -d "$d" ] && ! mkdir -p -- "$d" 2>/dev/null; then
-	a=$d
-	while [ ! -e "$a" ]; do a=${a%/*}; [ -n "$a" ] || a=/; done
-	[ -d "$a" ] || exit 43
-	{ [ -w "$a" ] && [ -x "$a" ]; } || exit 42
-	exec mkdir -p -- "$d"
-fi
-if [ -e "$f" ]; then
-	[ -w "$f" ] || exit 42
-elif [ ! -w "$d" ] || [ ! -x "$d" ]; then
-	exit 42
-fi
-exec cat >"$f"
-`
 
 // ReadFile returns the contents of the file at p (relative to the working directory), read
 // as the target's user and following symlinks. limit caps the size (0: DefaultReadLimit,

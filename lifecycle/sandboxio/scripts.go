@@ -1,17 +1,17 @@
 package sandboxio
 
-// The shell scripts file and directory operations run in a container, and the exit codes they
-// report failures with, for other backends that move files over a plain exec (the Kubernetes
-// backend) and must fail the same way.
-const (
-	ReadFileScript  = readScript
-	WriteFileScript = writeScript
-	ReadDirScript   = readDirScript
-	WriteDirScript  = writeDirScript
+import "github.com/composebox/composebox/orchestrator/backend/filescript"
 
-	CodeNotFound   = codeNotFound
-	CodeIsDir      = codeIsDir
-	CodePermission = codePermission
-	CodeNotDir     = codeNotDir
-	CodeNotRegular = codeNotRegular
+// The scripts and exit codes are filescript's, which every backend shares.
+const (
+	readScript     = filescript.ReadFile
+	writeScript    = filescript.WriteFile
+	readDirScript  = filescript.ReadDir
+	writeDirScript = filescript.WriteDir
+
+	codeNotFound   = filescript.CodeNotFound
+	codeIsDir      = filescript.CodeIsDir
+	codePermission = filescript.CodePermission
+	codeNotDir     = filescript.CodeNotDir
+	codeNotRegular = filescript.CodeNotRegular
 )

@@ -188,20 +188,22 @@ type WaitOptions struct {
 
 // ServiceState is one service container's state as Wait last saw it.
 type ServiceState struct {
-	Service     string
-	ContainerID string
-	Container   string
-	State       string // created, running, exited, dead, missing...
-	Health      string // starting, healthy, unhealthy; empty without a healthcheck
-	ExitCode    int
-	OOMKilled   bool
-	Ready       bool
+	Service     string `json:"service"`
+	ContainerID string `json:"container_id"`
+	Container   string `json:"container"`
+	State       string `json:"state"`            // created, running, exited, dead, missing...
+	Health      string `json:"health,omitempty"` // starting, healthy, unhealthy; empty without a healthcheck
+	ExitCode    int    `json:"exit_code"`
+	OOMKilled   bool   `json:"oom_killed,omitempty"`
+	Ready       bool   `json:"ready"`
+	// HealthOutput is the last healthcheck probe's output.
+	HealthOutput string `json:"health_output,omitempty"`
 	// Logs are the container's last log lines (filled for services that failed).
-	Logs string
+	Logs string `json:"logs,omitempty"`
 	// WorkingDir is the container's working directory ("/" when the image sets none).
-	WorkingDir string
+	WorkingDir string `json:"working_dir"`
 	// User is the container's configured user ("" = root).
-	User string
+	User string `json:"user,omitempty"`
 }
 
 // DownOptions configures Down. The zero value is the sandbox default (1 s stop grace).
@@ -290,11 +292,14 @@ type Inventory interface {
 	// OwnedProjects names the projects of task whose resources owner created, detached ones
 	// left out.
 	OwnedProjects(ctx context.Context, task, owner string) ([]string, error)
-	// ListProjects lists every composebox project, from all its kinds of resources.
+	// ListProjects lists every composebox project, from all its kinds of resources, each
+	// summed up by a Summary.
 	ListProjects(ctx context.Context) ([]Project, error)
-	// Sweep removes every project sel selects, and says what became of each.
-	Sweep(ctx context.Context, sel Selector, opts RemoveOptions) ([]SweepResult, error)
 }
+
+// Selection and the sweep are not a backend's: Plan and Sweep (select.go) compute them over
+// ListProjects, Containers and Down, once for every backend. The backends keep a Sweep method
+// that is exactly Sweep, for their callers.
 
 // Container is one listed container.
 type Container struct {

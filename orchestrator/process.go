@@ -1,0 +1,47 @@
+package orchestrator
+
+import (
+	"context"
+	"net/netip"
+
+	"github.com/composebox/composebox/cleanup/tracking"
+	"github.com/composebox/composebox/internal/subnets"
+	"github.com/composebox/composebox/lifecycle"
+	"github.com/composebox/composebox/orchestrator/backend"
+)
+
+// What the CLI and the server need of the layers below the library, so that they go through
+// the library alone (a test in internal/layering holds them to it).
+
+// StateDirEnv names the state cache directory when no option does.
+const StateDirEnv = tracking.StateDirEnv
+
+// DefaultStateDir is the state cache directory the environment names, else the XDG data dir.
+func DefaultStateDir() string { return tracking.DefaultStateDir() }
+
+// ComposeVersion is the version of the compose library composebox runs projects with.
+func ComposeVersion() string { return lifecycle.ComposeVersion() }
+
+// ParseSubnetPool checks a managed-subnet pool and the size of each sample's subnet, and
+// returns the pool's base.
+func ParseSubnetPool(pool string, bits int) (netip.Prefix, error) {
+	p, err := subnets.Parse(pool, bits)
+	return p.Base, err
+}
+
+// NotReadyError reports a sample that did not become ready: the contract's error, which
+// every backend returns.
+type NotReadyError = backend.NotReadyError
+
+// ReapOptions configures Reap.
+type ReapOptions = tracking.ReapOptions
+
+// Reap waits for owner to die and then removes its samples (the watchdog `composebox reap`
+// runs).
+func Reap(ctx context.Context, owner string, opts ReapOptions) ([]backend.SweepResult, error) {
+	return tracking.Reap(ctx, owner, opts)
+}
+
+// ReaperMain runs the watchdog when this process was started as one, and reports whether it
+// was; a program that uses WithReaper calls it first thing in main.
+func ReaperMain() bool { return tracking.ReaperMain() }
