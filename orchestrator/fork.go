@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/go-multierror"
 
+	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/compose"
 	cbxerr "github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/orchestrator/backend"
@@ -23,19 +24,37 @@ import (
 // cleanup apply to them. The cut is copied once, and the forks start in parallel; if one fails,
 // the others are removed and the error says why.
 func (s *Sample) Fork(ctx context.Context, n int) ([]*Sample, error) {
-	if n < 1 {
-		return nil, cbxerr.New(cbxerr.ErrInvalidConfig, fmt.Sprintf("fork %s: n must be at least 1, got %d", s.project, n))
-	}
 	if s.task == nil {
-		return nil, cbxerr.New(cbxerr.ErrInvalidConfig, fmt.Sprintf("fork %s: a sample opened by project name has no task to start forks of; fork it where its task was loaded", s.project))
+		return nil, cbxerr.New(cbxerr.ErrInvalidConfig, fmt.Sprintf("fork %s: a sample opened by project name has no task to start forks of; use Task.Fork with its task", s.project))
 	}
-	fk, err := s.o.forker("fork")
+	return s.task.fork(ctx, s.project, n)
+}
+
+// Fork forks the live sample of this task whose project is project, as Sample.Fork does: one
+// another process started (composebox up), say. The project must be a sample of a task of the
+// same name; the forks are this task's samples.
+func (t *Task) Fork(ctx context.Context, project string, n int) ([]*Sample, error) {
+	ctrs, err := t.o.backend.Containers(ctx, append(labels.ProjectSelector(project), labels.LabelTask+"="+t.name), false)
 	if err != nil {
-		return nil, fmt.Errorf("fork %s: %w", s.project, err)
+		return nil, fmt.Errorf("fork %s: %w", project, t.o.engineLost(err))
 	}
-	st, err := fk.Snapshot(ctx, backend.SnapshotRequest{Project: s.project, Name: "fork." + compose.NewSampleID(), Owner: s.project})
+	if len(ctrs) == 0 {
+		return nil, cbxerr.New(cbxerr.ErrNotFound, fmt.Sprintf("fork %s: no running sample of task %s has that project name", project, t.name))
+	}
+	return t.fork(ctx, project, n)
+}
+
+func (t *Task) fork(ctx context.Context, project string, n int) ([]*Sample, error) {
+	if n < 1 {
+		return nil, cbxerr.New(cbxerr.ErrInvalidConfig, fmt.Sprintf("fork %s: the number of forks must be at least 1, got %d", project, n))
+	}
+	fk, err := t.o.forker("fork")
 	if err != nil {
-		return nil, fmt.Errorf("fork %s: %w", s.project, s.o.engineLost(err))
+		return nil, fmt.Errorf("fork %s: %w", project, err)
+	}
+	st, err := fk.Snapshot(ctx, backend.SnapshotRequest{Project: project, Name: "fork." + compose.NewSampleID(), Owner: project})
+	if err != nil {
+		return nil, fmt.Errorf("fork %s: %w", project, t.o.engineLost(err))
 	}
 	// The cut is the forks' alone: each fork tags the images it runs, and has its own copy of
 	// the volumes, so the cut goes once they started.
@@ -43,7 +62,7 @@ func (s *Sample) Fork(ctx context.Context, n int) ([]*Sample, error) {
 		dctx, cancel := teardownContext(ctx)
 		defer cancel()
 		if rerr := fk.RemoveState(dctx, st); rerr != nil {
-			s.o.cfg.log.Warn("remove the cut of a fork", "project", s.project, "err", rerr)
+			t.o.cfg.log.Warn("remove the cut of a fork", "project", project, "err", rerr)
 		}
 	}()
 	forks := make([]*Sample, n)
@@ -53,7 +72,7 @@ func (s *Sample) Fork(ctx context.Context, n int) ([]*Sample, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			forks[i], errs[i] = s.task.startSample(ctx, SampleSpec{from: &st}, nil)
+			forks[i], errs[i] = t.startSample(ctx, SampleSpec{from: &st}, nil)
 		}()
 	}
 	wg.Wait()
@@ -73,5 +92,5 @@ func (s *Sample) Fork(ctx context.Context, n int) ([]*Sample, error) {
 			}
 		}
 	}
-	return nil, fmt.Errorf("fork %s: %w", s.project, failed.ErrorOrNil())
+	return nil, fmt.Errorf("fork %s: %w", project, failed.ErrorOrNil())
 }

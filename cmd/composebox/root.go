@@ -99,6 +99,7 @@ func newRootCmd(g *globals) *cobra.Command {
 		newConfigCmd(g),
 		newUpCmd(g),
 		newDownCmd(g),
+		newForkCmd(g),
 		newRunCmd(g),
 		newExecCmd(g),
 		newCpCmd(g),
