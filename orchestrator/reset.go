@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"time"
 
+	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/compose"
 	cbxerr "github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/orchestrator/backend"
@@ -25,7 +27,12 @@ func (s *Sample) Reset(ctx context.Context, name string) error {
 	}
 	st, ok := s.states.get(name)
 	if !ok {
-		return cbxerr.New(cbxerr.ErrNotFound, fmt.Sprintf("reset %s: no snapshot named %q (take one with snapshot)", s.project, name))
+		// Taken by another process (composebox snapshot), it is found by its tags and labels.
+		found, err := fk.FindState(ctx, s.project, name)
+		if err != nil {
+			return fmt.Errorf("reset %s: %w", s.project, s.o.engineLost(err))
+		}
+		st = found
 	}
 	if s.task == nil || s.proj == nil {
 		return cbxerr.New(cbxerr.ErrInvalidConfig, fmt.Sprintf("reset %s: a sample opened by project name cannot be reset; reset it where its task was loaded", s.project))
@@ -77,4 +84,46 @@ func (s *Sample) adopt(states []backend.ServiceState) error {
 	}
 	s.sandboxes = sbs
 	return nil
+}
+
+// Snapshot records the state of project, a live sample of this task that any process started
+// (composebox up), as Sample.Snapshot does; Reset takes it back there from any process.
+func (t *Task) Snapshot(ctx context.Context, project, name string) (*Snapshot, error) {
+	s, err := t.adoptProject(ctx, project)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", project, err)
+	}
+	return s.Snapshot(ctx, name)
+}
+
+// Reset brings project, a live sample of this task that any process started, back to its
+// snapshot name, which any process took, as Sample.Reset does.
+func (t *Task) Reset(ctx context.Context, project, name string) error {
+	s, err := t.adoptProject(ctx, project)
+	if err != nil {
+		return fmt.Errorf("reset %s: %w", project, err)
+	}
+	return s.Reset(ctx, name)
+}
+
+// adoptProject is the live sample project of this task as a Sample of it, its project loaded
+// again as the task's sample of that name and id.
+func (t *Task) adoptProject(ctx context.Context, project string) (*Sample, error) {
+	ctrs, err := t.o.backend.Containers(ctx, append(labels.ProjectSelector(project), labels.LabelTask+"="+t.name), true)
+	if err != nil {
+		return nil, t.o.engineLost(err)
+	}
+	if len(ctrs) == 0 {
+		return nil, cbxerr.New(cbxerr.ErrNotFound, fmt.Sprintf("no sample of task %s has that project name", t.name))
+	}
+	s := &Sample{o: t.o, task: t, project: project, id: ctrs[0].Labels[labels.LabelSample], engine: ctrs[0].Engine, created: time.Now(), calls: newCalls()}
+	if c, err := time.Parse(time.RFC3339, ctrs[0].Labels[labels.LabelCreated]); err == nil {
+		s.created = c
+	}
+	p, err := t.sampleProject(ctx, s, SampleSpec{ID: s.id})
+	if err != nil {
+		return nil, err
+	}
+	s.proj = p
+	return s, nil
 }

@@ -4,6 +4,9 @@ package labels
 // volume carries its owner project's labels, whose teardown removes it.
 const LabelState = "dev.composebox.state"
 
+// LabelStateVolume is, on a snapshot's volume, the key of the project's volume it copies.
+const LabelStateVolume = "dev.composebox.state.volume"
+
 // ComposeVolumeLabel is the key of a named volume in its compose project.
 const ComposeVolumeLabel = "com.docker.compose.volume"
 

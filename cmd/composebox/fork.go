@@ -71,26 +71,7 @@ func runFork(cmd *cobra.Command, g *globals, path string, opts forkOptions) erro
 		return err
 	}
 	defer o.Close()
-	src, err := findProject(ctx, o, opts.Project)
-	if err != nil {
-		return err
-	}
-	if path == "" && len(opts.flags.Files) == 0 {
-		files := strings.Split(src.Config, ",")
-		if src.Config == "" || !strings.HasPrefix(files[0], "/") {
-			return cbxerr.New(cbxerr.ErrInvalidConfig, fmt.Sprintf("fork %s: its compose files cannot be found again from its labels (%q); give PATH and the flags it was started with", opts.Project, src.Config))
-		}
-		opts.flags.Files = files
-	}
-	spec, _, err := opts.flags.specs(opts.Task, path)
-	if err != nil {
-		return err
-	}
-	if spec.Name == "" {
-		spec.Name = src.Task
-	}
-	g.progress.building()
-	task, err := o.TaskInit(ctx, spec)
+	task, err := taskOf(cmd, g, o, opts.Project, opts.Task, path, &opts.flags)
 	if err != nil {
 		return err
 	}
@@ -124,6 +105,32 @@ func runFork(cmd *cobra.Command, g *globals, path string, opts forkOptions) erro
 		return nil
 	})
 	return nil
+}
+
+// taskOf loads the task of the live sample project again: from PATH and the task flags when
+// given, else from the compose files the sample's labels name, under its task name.
+func taskOf(cmd *cobra.Command, g *globals, o *orchestrator.Orchestrator, project, name, path string, flags *taskFlags) (*orchestrator.Task, error) {
+	ctx := cmd.Context()
+	src, err := findProject(ctx, o, project)
+	if err != nil {
+		return nil, err
+	}
+	if path == "" && len(flags.Files) == 0 {
+		files := strings.Split(src.Config, ",")
+		if src.Config == "" || !strings.HasPrefix(files[0], "/") {
+			return nil, cbxerr.New(cbxerr.ErrInvalidConfig, fmt.Sprintf("%s %s: its compose files cannot be found again from its labels (%q); give PATH and the flags it was started with", cmd.Name(), project, src.Config))
+		}
+		flags.Files = files
+	}
+	spec, _, err := flags.specs(name, path)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Name == "" {
+		spec.Name = src.Task
+	}
+	g.progress.building()
+	return o.TaskInit(ctx, spec)
 }
 
 // findProject is the live project named name.

@@ -49,3 +49,37 @@ func TestForkThreeWays(t *testing.T) {
 		t.Errorf("fork of a missing project: exit %d, %s", code, errOut)
 	}
 }
+
+// TestSnapshotResetCLI snapshots a sample `up` started and resets it, each from a process of
+// its own.
+func TestSnapshotResetCLI(t *testing.T) {
+	testutil.Docker(t)
+	t.Setenv("COMPOSEBOX_STATE_DIR", t.TempDir())
+	up := upJSON(t, "--task", "cli-reset", filepath.Join("..", "..", "testdata", "projects", "multi-service"))
+	p := up.Project
+	write := func(v string) {
+		if code, _, errOut := runCLI(t, "exec", "-p", p, "--", "sh", "-c", "echo "+v+" > /tmp/state"); code != 0 {
+			t.Fatalf("exec: %d %s", code, errOut)
+		}
+	}
+	write("one")
+	if code, out, errOut := runCLI(t, "snapshot", "-p", p, "s1"); code != 0 || !strings.Contains(out, "snapshot s1") {
+		t.Fatalf("snapshot: %d %q %s", code, out, errOut)
+	}
+	write("two")
+	if code, out, errOut := runCLI(t, "reset", "-p", p, "s1"); code != 0 || !strings.Contains(out, "reset "+p) {
+		t.Fatalf("reset: %d %q %s", code, out, errOut)
+	}
+	code, out, errOut := runCLI(t, "exec", "-p", p, "--", "sh", "-c", "cat /tmp/state; wget -qO- http://web/")
+	if code != 0 || !strings.HasPrefix(out, "one\n") || !strings.Contains(out, "hello from web") {
+		t.Errorf("after reset: %d %q %s", code, out, errOut)
+	}
+	if code, _, errOut := runCLI(t, "reset", "-p", p, "nope"); code == 0 || !strings.Contains(errOut, "not_found") {
+		t.Errorf("reset to a missing snapshot: %d %s", code, errOut)
+	}
+	// The sample is still handed over: down removes it with its snapshot (upJSON's cleanup).
+	code, out, _ = runCLI(t, "ls", "--json")
+	if code != 0 || !strings.Contains(out, p) || !strings.Contains(out, `"detached"`) {
+		t.Errorf("ls after reset: %d %s", code, out)
+	}
+}

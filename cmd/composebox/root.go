@@ -100,6 +100,8 @@ func newRootCmd(g *globals) *cobra.Command {
 		newUpCmd(g),
 		newDownCmd(g),
 		newForkCmd(g),
+		newSnapshotCmd(g),
+		newResetCmd(g),
 		newRunCmd(g),
 		newExecCmd(g),
 		newCpCmd(g),

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/volume"
@@ -113,7 +114,7 @@ func (b *Backend) Snapshot(ctx context.Context, req backend.SnapshotRequest) (ba
 			continue
 		}
 		name := fmt.Sprintf("%s_cbxstate.%s.%s", req.Owner, req.Name, key)
-		lbl := map[string]string{labels.LabelManaged: "true", labels.ComposeProjectLabel: req.Owner, labels.LabelState: req.Name}
+		lbl := map[string]string{labels.LabelManaged: "true", labels.ComposeProjectLabel: req.Owner, labels.LabelState: req.Name, labels.LabelStateVolume: key}
 		if err := b.copyVolume(ctx, base, req.Owner, v.Name, name, lbl); err != nil {
 			st.Volumes[key] = name
 			return fail(fmt.Errorf("%s: copy volume %s: %w", op, key, err))
@@ -199,4 +200,38 @@ func (b *Backend) RemoveState(ctx context.Context, st backend.State) error {
 		}
 	}
 	return errs.ErrorOrNil()
+}
+
+// FindState finds a state from its tags and volumes alone, so that one process resets to a
+// snapshot another took.
+func (b *Backend) FindState(ctx context.Context, owner, name string) (backend.State, error) {
+	st := backend.State{Name: name, Owner: owner, Project: owner, Images: map[string]string{}, Volumes: map[string]string{}}
+	repo := cleanup.StateRepo(owner)
+	imgs, err := b.raw.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("reference", repo))})
+	if err != nil {
+		return st, fmt.Errorf("find snapshot %s of %s: %w", name, owner, err)
+	}
+	prefix := repo + ":snap." + name + "."
+	for _, img := range imgs {
+		for _, tag := range img.RepoTags {
+			if svc, ok := strings.CutPrefix(tag, prefix); ok {
+				st.Images[svc] = tag
+			}
+		}
+	}
+	f := cleanup.ProjectFilter(owner)
+	f.Add("label", labels.LabelState+"="+name)
+	vols, err := b.raw.VolumeList(ctx, volume.ListOptions{Filters: f})
+	if err != nil {
+		return st, fmt.Errorf("find snapshot %s of %s: %w", name, owner, err)
+	}
+	for _, v := range vols.Volumes {
+		if key := v.Labels[labels.LabelStateVolume]; key != "" {
+			st.Volumes[key] = v.Name
+		}
+	}
+	if len(st.Images) == 0 {
+		return st, errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("find snapshot %s of %s: no such snapshot", name, owner))
+	}
+	return st, nil
 }

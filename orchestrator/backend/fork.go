@@ -30,6 +30,9 @@ type Forker interface {
 	RemoveContainers(ctx context.Context, project string) error
 	// RemoveState removes what Snapshot made for st; a state already gone is not an error.
 	RemoveState(ctx context.Context, st State) error
+	// FindState finds the state name of owner that some process recorded; none is
+	// ErrNotFound.
+	FindState(ctx context.Context, owner, name string) (State, error)
 }
 
 // SnapshotRequest says what to record and for whom.
