@@ -21,7 +21,7 @@ TEST_FLAGS ?= -count=1 -timeout 25m
 FAKE_PKGS := ./orchestrator/ ./api/
 FAKE_TESTS := ^TestFake
 
-.PHONY: build wheel test test-python test-python-k8s test-inspect test-inspect-k8s lint docker k8s k8s-down demo docs bench bench-floor bench-pool bench-api bench-engines bench-k8s bench-startup bench-inspect clean
+.PHONY: build wheel test test-python test-python-k8s test-inspect test-inspect-k8s lint docker k8s k8s-down demo docs bench bench-floor bench-pool bench-api bench-engines bench-k8s bench-startup bench-inspect bench-fork clean
 
 build:
 	$(GO_BUILD) -o $(BIN) ./cmd/composebox
@@ -229,6 +229,13 @@ bench-inspect: build
 # A smoke run that writes nowhere:
 #   make bench-engines ENGINES_FLAGS='-placements 1000 -n 6 -workers 4 -rounds 1 -out='
 ENGINES_FLAGS ?=
+# Fork, snapshot and reset (bench/fork), written into bench/RESULTS.md's own section: a
+# three-service sample with 100 MB written in one service, forked one way and 8 ways, and reset
+# to a snapshot, each against a fresh SampleInit of the same task in the same run, as ratios of
+# medians (3 rounds, a few minutes). FORK_FLAGS="-rounds 1 -out /tmp/x.md" for a smoke run.
+bench-fork:
+	$(GO) run ./bench/fork -out bench/RESULTS.md $(FORK_FLAGS)
+
 bench-engines:
 	$(GO) run ./bench/engines -out bench/RESULTS.md $(ENGINES_FLAGS)
 

@@ -35,6 +35,7 @@ var StatusByKind = map[string]int{
 	"unavailable":       http.StatusServiceUnavailable,
 	"timeout":           http.StatusGatewayTimeout,
 	"build_failed":      http.StatusUnprocessableEntity,
+	KindUnsupported:     http.StatusNotImplemented,
 }
 
 // Error is the body of every failed request, and the error of a stream's error event.
@@ -64,6 +65,8 @@ func errorBody(err error) Error {
 	kind := orchestrator.ErrorKind(err)
 	if errors.As(err, &se) {
 		kind = se.kind
+	} else if errors.Is(err, errors.ErrUnsupported) {
+		kind = KindUnsupported
 	}
 	body := Error{Kind: kind, Message: err.Error()}
 	if se != nil {

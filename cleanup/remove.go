@@ -176,6 +176,12 @@ func RemoveProject(ctx context.Context, c client.APIClient, project string, opts
 		})
 	}
 	_ = g.Wait()
+	// The project's tags of recorded states (snapshots, and what it started from).
+	if n, err := removeStateTags(ctx, c, project); err != nil {
+		fail(err)
+	} else {
+		out.Images += n
+	}
 	return out, errs.ErrorOrNil()
 }
 

@@ -35,6 +35,7 @@ func (o *Orchestrator) Doctor(ctx context.Context, opts DoctorOptions) (backend.
 		}
 	}
 	r := o.backend.Doctor(ctx, backend.DoctorOptions{PingTimeout: o.cfg.pingTimeout, Extra: opts.Extra, HostAccess: opts.HostAccess})
+	r.Checks = append(r.Checks, o.forkCheck())
 	for _, c := range opts.Local {
 		r.Checks = append(r.Checks, c)
 		if c.Status == backend.Fail {

@@ -35,6 +35,9 @@ type SampleSpec struct {
 	// KeepOnFailure leaves a sample that failed to become ready in place, for debugging; it is
 	// still registered, so Task.Cleanup removes it.
 	KeepOnFailure bool
+
+	// from, when set, is a recorded state the sample starts from (fork, SampleFrom).
+	from *backend.State
 }
 
 // Sample is one live copy of a task's project. It is safe for concurrent use.
@@ -63,6 +66,11 @@ type Sample struct {
 	// cleanupMu serialises Cleanup calls; cleaned is set once one succeeded.
 	cleanupMu sync.Mutex
 	cleaned   bool
+
+	// proj is the normalised project the sample was started with; states are its snapshots
+	// (see snapshot.go).
+	proj   *types.Project
+	states sampleStates
 }
 
 // stoppedService is a service whose container exists but does not run: a one-shot service
@@ -202,6 +210,12 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 	if err := t.place(ctx, s, p); err != nil {
 		return fail(err)
 	}
+	if spec.from != nil {
+		if err := t.o.restore(ctx, *spec.from, p); err != nil {
+			return fail(err)
+		}
+	}
+	s.proj = p
 	if err := t.o.backend.Up(ctx, p, backend.UpOptions{Wait: wait, OnProgress: onProgress, HostAccess: t.policy.AllowHostAccess, HostRoutes: t.policy.AllowHostRoutes}); err != nil {
 		return fail(err)
 	}

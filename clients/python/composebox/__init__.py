@@ -19,6 +19,7 @@ _LAZY = {
     "NotFound": "errors", "OutputLimitExceeded": "errors", "PermissionDenied": "errors",
     "PolicyViolation": "errors", "PrerequisiteError": "errors", "SandboxUnavailable": "errors",
     "ServerError": "errors", "Timeout": "errors", "Unauthorized": "errors",
+    "Unsupported": "errors",
     "Connection": "types", "DoctorCheck": "types", "DoctorReport": "types", "Event": "types",
     "ExecEvent": "types", "ExecResult": "types", "Lease": "types", "PoolStatus": "types",
     "Port": "types", "Sample": "types", "SandboxInfo": "types", "Task": "types",
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from .errors import (BuildFailed, Busy, ComposeboxError, Conflict, IncompatibleServer,
                          InvalidConfig, IsADirectory, NotFound, OutputLimitExceeded,
                          PermissionDenied, PolicyViolation, PrerequisiteError, SandboxUnavailable,
-                         ServerError, Timeout, Unauthorized)
+                         ServerError, Timeout, Unauthorized, Unsupported)
     from .tty import AsyncTTYSession, TTYSession
     from .types import (Connection, DoctorCheck, DoctorReport, Event, ExecEvent, ExecResult, Lease,
                         PoolStatus, Port, Sample, SandboxInfo, Task, Version)
@@ -62,6 +63,7 @@ __all__ = [
     "BuildFailed", "Busy", "ComposeboxError", "Conflict", "IncompatibleServer", "InvalidConfig",
     "IsADirectory", "NotFound", "OutputLimitExceeded", "PermissionDenied", "PolicyViolation",
     "PrerequisiteError", "SandboxUnavailable", "ServerError", "Timeout", "Unauthorized",
+    "Unsupported",
     "Connection", "DoctorCheck", "DoctorReport", "Event", "ExecEvent", "ExecResult", "Lease",
     "PoolStatus", "Port", "Sample", "SandboxInfo", "Task", "Version",
 ]

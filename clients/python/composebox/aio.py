@@ -435,6 +435,21 @@ class AsyncClient:
                                 what="sample detach")
         return Sample.from_json(r.json())
 
+    async def sample_fork(self, sample: SampleRef, n: int = 1) -> List[Sample]:
+        r = await self._request("POST", c.sample_path(self._project(sample), "fork"),
+                                what="sample fork", json_body={"n": n})
+        return [self._remember(Sample.from_json(s)) for s in r.json().get("forks") or []]
+
+    async def sample_snapshot(self, sample: SampleRef, name: str) -> str:
+        r = await self._request("POST", c.sample_path(self._project(sample), "snapshots"),
+                                what="sample snapshot", json_body={"name": name})
+        return str(r.json().get("name") or name)
+
+    async def sample_reset(self, sample: SampleRef, name: str) -> Sample:
+        r = await self._request("POST", c.sample_path(self._project(sample), "reset"),
+                                what="sample reset", json_body={"name": name})
+        return self._remember(Sample.from_json(r.json()))
+
     async def sandboxes(self, sample: SampleRef) -> List[SandboxInfo]:
         r = await self._request("GET", c.sample_path(self._project(sample), "sandboxes"),
                                 what="sandboxes")

@@ -437,6 +437,28 @@ class Client:
         r = self._request("POST", c.sample_path(self._project(sample), "detach"), what="sample detach")
         return Sample.from_json(r.json())
 
+    def sample_fork(self, sample: SampleRef, n: int = 1) -> List[Sample]:
+        """Start ``n`` copies of the sample at one moment: every service's files and named
+        volumes, in networks of their own; processes start afresh. The forks are samples of
+        this lease and the source's task. Raises Unsupported on a backend that cannot fork."""
+        r = self._request("POST", c.sample_path(self._project(sample), "fork"), what="sample fork",
+                          json_body={"n": n})
+        return [self._remember(Sample.from_json(s)) for s in r.json().get("forks") or []]
+
+    def sample_snapshot(self, sample: SampleRef, name: str) -> str:
+        """Record the sample's files and named volumes under ``name`` (the sample is paused
+        for the cut); returns the name. The snapshot goes with the sample."""
+        r = self._request("POST", c.sample_path(self._project(sample), "snapshots"),
+                          what="sample snapshot", json_body={"name": name})
+        return str(r.json().get("name") or name)
+
+    def sample_reset(self, sample: SampleRef, name: str) -> Sample:
+        """Bring the sample back to its snapshot ``name``: same project and networks, its
+        services started afresh. Its sandboxes' containers are new."""
+        r = self._request("POST", c.sample_path(self._project(sample), "reset"),
+                          what="sample reset", json_body={"name": name})
+        return self._remember(Sample.from_json(r.json()))
+
     def sandboxes(self, sample: SampleRef) -> List[SandboxInfo]:
         r = self._request("GET", c.sample_path(self._project(sample), "sandboxes"), what="sandboxes")
         return [SandboxInfo.from_json(s) for s in r.json().get("sandboxes") or []]

@@ -136,6 +136,13 @@ class BuildFailed(ComposeboxError):
         return str(self.detail.get("log") or "")
 
 
+class Unsupported(ComposeboxError, NotImplementedError):
+    """The server's backend cannot do this (fork, snapshot or reset on Kubernetes): the message
+    names the backend and says why."""
+
+    kind = "unsupported"
+
+
 class ServerError(ComposeboxError):
     """The server failed in a way that has no kind of its own."""
 
@@ -169,7 +176,7 @@ KIND_TO_ERROR: Dict[str, Type[ComposeboxError]] = {
     cls.kind: cls
     for cls in (InvalidConfig, PolicyViolation, PrerequisiteError, NotFound, IsADirectory,
                 PermissionDenied, Timeout, OutputLimitExceeded, SandboxUnavailable, Conflict,
-                Busy, Unauthorized, BuildFailed, ServerError)
+                Busy, Unauthorized, BuildFailed, Unsupported, ServerError)
 }
 
 # The fixed HTTP status of each kind, as the server documents it; used when a response has no
@@ -185,6 +192,7 @@ STATUS_TO_KIND: Dict[int, str] = {
     424: "prerequisite",
     429: "busy",
     500: "internal",
+    501: "unsupported",
     503: "unavailable",
     504: "timeout",
 }
