@@ -109,6 +109,7 @@ func newRootCmd(g *globals) *cobra.Command {
 		newReapCmd(g),
 		newServeCmd(g),
 		newGendocsCmd(),
+		newEgressGatewayCmd(),
 	)
 	for _, c := range root.Commands() {
 		wrapArgs(c)

@@ -39,15 +39,18 @@ type Denial struct {
 
 // Config is what a gateway serves.
 type Config struct {
-	// Allow is the allowlist; SetAllow changes it on a live gateway.
+	// Allow is the allowlist of a client whose service has none of its own in Services;
+	// SetAllow changes both on a live gateway.
 	Allow Allowlist
+	// Services are the allowlists of services, by the name ServiceOf gives.
+	Services map[string]Allowlist
+	// ServiceOf names the service at a client address (empty when unknown).
+	ServiceOf func(ctx context.Context, client netip.Addr) string
 	// Upstream is the resolver allowed names are resolved through ("10.0.0.53:53").
 	Upstream string
 	// Listen are the addresses the sample reaches the gateway at: DNS and the proxy listen on
 	// each, and an allowed name resolves to the one the query came to.
 	Listen []netip.Addr
-	// NameOf names the container at a client address (empty when unknown).
-	NameOf func(ctx context.Context, client netip.Addr) string
 	// OnDenied receives every denial. It must not block for long.
 	OnDenied func(Denial)
 	Log      *slog.Logger
@@ -57,10 +60,11 @@ type Config struct {
 
 // Gateway serves one sample.
 type Gateway struct {
-	cfg   Config
-	mu    sync.RWMutex
-	allow Allowlist
-	dnsc  *dns.Client
+	cfg      Config
+	mu       sync.RWMutex
+	allow    Allowlist
+	services map[string]Allowlist
+	dnsc     *dns.Client
 }
 
 // New returns a gateway; Serve runs it.
@@ -71,30 +75,38 @@ func New(cfg Config) *Gateway {
 	if cfg.PeekTimeout == 0 {
 		cfg.PeekTimeout = 10 * time.Second
 	}
-	return &Gateway{cfg: cfg, allow: cfg.Allow, dnsc: &dns.Client{Timeout: 5 * time.Second}}
+	return &Gateway{cfg: cfg, allow: cfg.Allow, services: cfg.Services, dnsc: &dns.Client{Timeout: 5 * time.Second}}
 }
 
-// SetAllow replaces the allowlist. Ports the gateway did not listen on at start stay closed.
-func (g *Gateway) SetAllow(a Allowlist) {
+// SetAllow replaces the allowlists: a for every service without one in services. Ports the
+// gateway did not listen on at start stay closed.
+func (g *Gateway) SetAllow(a Allowlist, services map[string]Allowlist) {
 	g.mu.Lock()
-	g.allow = a
+	g.allow, g.services = a, services
 	g.mu.Unlock()
 }
 
-// Allow is the current allowlist.
-func (g *Gateway) Allow() Allowlist {
+// allowFor is the allowlist of the client at addr, and its service's name.
+func (g *Gateway) allowFor(ctx context.Context, addr net.Addr) (Allowlist, string) {
+	svc := ""
+	if g.cfg.ServiceOf != nil {
+		if ap, err := netip.ParseAddrPort(addr.String()); err == nil {
+			svc = g.cfg.ServiceOf(ctx, ap.Addr().Unmap())
+		}
+	}
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	return g.allow
+	if a, ok := g.services[svc]; ok {
+		return a, svc
+	}
+	return g.allow, svc
 }
 
-func (g *Gateway) deny(ctx context.Context, client net.Addr, d Denial) {
+func (g *Gateway) deny(client net.Addr, service string, d Denial) {
 	d.Time = time.Now().UTC()
+	d.Service = service
 	if ap, err := netip.ParseAddrPort(client.String()); err == nil {
 		d.Client = ap.Addr().Unmap().String()
-		if g.cfg.NameOf != nil {
-			d.Service = g.cfg.NameOf(ctx, ap.Addr().Unmap())
-		}
 	}
 	g.cfg.Log.Info("egress denied", "client", d.Client, "name", d.Name, "address", d.Address, "port", d.Port, "protocol", d.Protocol, "reason", d.Reason)
 	if g.cfg.OnDenied != nil {
@@ -172,10 +184,11 @@ func (g *Gateway) serveDNS(ctx context.Context, w dns.ResponseWriter, req *dns.M
 	}
 	q := req.Question[0]
 	name := normalise(q.Name)
-	if !g.Allow().AllowsName(name) {
+	allow, svc := g.allowFor(ctx, w.RemoteAddr())
+	if !allow.AllowsName(name) {
 		resp.Rcode = dns.RcodeNameError
 		_ = w.WriteMsg(resp)
-		g.deny(ctx, w.RemoteAddr(), Denial{Name: name, Port: 53, Protocol: "dns", Reason: "name not allowed (" + dns.TypeToString[q.Qtype] + " query)"})
+		g.deny(w.RemoteAddr(), svc, Denial{Name: name, Port: 53, Protocol: "dns", Reason: "name not allowed (" + dns.TypeToString[q.Qtype] + " query)"})
 		return
 	}
 	if q.Qtype == dns.TypeA && q.Qclass == dns.ClassINET {
@@ -290,6 +303,7 @@ func (g *Gateway) proxy(ctx context.Context, c net.Conn, port int) {
 	if err != nil && len(head) == 0 {
 		return // closed before saying anything
 	}
+	allow, svc := g.allowFor(ctx, c.RemoteAddr())
 	refuse := func(reason string) {
 		d := Denial{Name: name, Port: port, Protocol: proto, Reason: reason}
 		if name == "" {
@@ -300,14 +314,14 @@ func (g *Gateway) proxy(ctx context.Context, c net.Conn, port int) {
 			msg := "composebox egress: " + reason + "\n"
 			fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(msg), msg)
 		}
-		g.deny(ctx, c.RemoteAddr(), d)
+		g.deny(c.RemoteAddr(), svc, d)
 	}
 	name = normalise(name)
 	switch {
 	case name == "":
 		refuse("no TLS server name or HTTP Host")
 		return
-	case !g.Allow().Allows(name, port):
+	case !allow.Allows(name, port):
 		refuse("name not allowed on this port")
 		return
 	}

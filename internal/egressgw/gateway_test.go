@@ -198,7 +198,7 @@ func TestGatewayAttackerSide(t *testing.T) {
 		}
 	})
 	t.Run("live change closes the name", func(t *testing.T) {
-		g.SetAllow(nil)
+		g.SetAllow(nil, nil)
 		if in := query("pkgs.test", dns.TypeA); in.Rcode != dns.RcodeNameError {
 			t.Fatalf("after SetAllow(nil) pkgs.test rcode = %s", dns.RcodeToString[in.Rcode])
 		}
@@ -207,7 +207,7 @@ func TestGatewayAttackerSide(t *testing.T) {
 			t.Fatal("TLS to pkgs.test after closing succeeded")
 		}
 		den.next(t)
-		g.SetAllow(allow)
+		g.SetAllow(allow, nil)
 	})
 }
 
