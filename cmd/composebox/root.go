@@ -110,6 +110,7 @@ func newRootCmd(g *globals) *cobra.Command {
 		newServeCmd(g),
 		newGendocsCmd(),
 		newEgressGatewayCmd(),
+		newEgressCmd(g),
 	)
 	for _, c := range root.Commands() {
 		wrapArgs(c)

@@ -148,12 +148,17 @@ func (a Allowlist) Ports() []int {
 func (a Allowlist) Within(ceiling Allowlist) []string {
 	var out []string
 	for _, r := range a {
+		var missing []int
 		for _, p := range r.Ports {
 			if !slices.ContainsFunc(ceiling, func(c Rule) bool {
 				return slices.Contains(c.Ports, p) && (c.Name == r.Name || (strings.HasPrefix(c.Name, "*.") && matches(c.Name, strings.TrimPrefix(r.Name, "*."))))
 			}) {
-				out = append(out, Rule{Name: r.Name, Ports: []int{p}}.String())
+				missing = append(missing, p)
 			}
+		}
+		if len(missing) > 0 {
+			// The rule as it was written when none of it is covered; else the ports that are not.
+			out = append(out, strings.Fields(Rule{Name: r.Name, Ports: missing}.String())...)
 		}
 	}
 	return out
