@@ -214,8 +214,15 @@ func TestEgressDockerAttackerSide(t *testing.T) {
 	}
 	taskName := fmt.Sprintf("egress%d", os.Getpid())
 	t.Cleanup(func() {
-		out, _ := exec.Command("docker", "ps", "-a", "--filter", "label=dev.composebox.task="+taskName, "--format", `{{index .Labels "com.docker.compose.project"}}`).Output()
+		out, _ := exec.Command("docker", "ps", "-a", "--filter", "label=dev.composebox.task="+taskName, "--format", `{{.Label "com.docker.compose.project"}}`).Output()
+		projects := map[string]bool{}
 		for _, p := range strings.Fields(string(out)) {
+			projects[p] = true
+		}
+		if len(projects) == 0 {
+			t.Errorf("cleanup found no container of task %s", taskName)
+		}
+		for p := range projects {
 			if _, err := run("down", p); err != nil {
 				t.Errorf("down %s: %v", p, err)
 			}
