@@ -113,6 +113,12 @@ func (c Ceiling) narrow(req TaskRequest, spec *orchestrator.TaskSpec) error {
 		p.DockerSockets = slices.Clone(c.Policy.DockerSockets)
 	}
 	p.Memory, p.CPUs, p.Pids, p.EgressOff = c.Policy.Memory, c.Policy.CPUs, c.Policy.Pids, c.Policy.EgressOff
+	p.Egress, p.EgressResolver = slices.Clone(c.Policy.Egress), c.Policy.EgressResolver
+	if req.Policy != nil && len(req.Policy.Egress) > 0 {
+		if err := c.narrowEgress(req.Policy.Egress, &p, beyond); err != nil {
+			return err
+		}
+	}
 	if req.Policy != nil {
 		for i, kind := range req.Policy.Allow {
 			if err := p.Allow(kind); err != nil {

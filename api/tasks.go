@@ -38,6 +38,9 @@ type PolicyRequest struct {
 	Allow             []string `json:"allow,omitempty"`
 	AllowCapabilities []string `json:"allow_capabilities,omitempty"`
 	AllowedMountRoots []string `json:"allowed_mount_roots,omitempty"`
+	// Egress narrows the task's egress allowlist (NAME[:PORT], as --egress), within the
+	// server's own --egress when it has one.
+	Egress []string `json:"egress,omitempty"`
 }
 
 // Task is a task as the API reports it.

@@ -304,6 +304,7 @@ func load(ctx context.Context, r *Resolution, opts LoadOptions) (*loaded, error)
 	}
 	c := newChecker(policy, proj)
 	c.walkProject()
+	c.out = append(c.out, egressViolations(policy, proj)...)
 	l.problems = append(l.problems, c.out...)
 	if len(c.out) == 0 {
 		policy.enforce(proj)

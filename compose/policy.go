@@ -114,6 +114,12 @@ type Policy struct {
 	// EgressOff cuts the project off from outside networks: network_mode: none for a project of
 	// one service, internal networks for more, so that services still reach each other.
 	EgressOff bool `json:"egress_off,omitempty" yaml:"egress_off,omitempty"`
+	// Egress is the task's egress allowlist (`--egress NAME[:PORT]`): with it, every service
+	// reaches at most these names, through the sample's egress gateway (see docs/security.md).
+	Egress []string `json:"egress,omitempty" yaml:"egress,omitempty"`
+	// EgressResolver is the resolver allowed names are resolved through
+	// (`--egress-resolver ADDR`); empty means the engine host's.
+	EgressResolver string `json:"egress_resolver,omitempty" yaml:"egress_resolver,omitempty"`
 }
 
 // allowKind is one opt-in: its name on the command line, what it lets through, and its switch.
@@ -313,6 +319,7 @@ func (p Policy) Check(proj *types.Project) error {
 	}
 	c := newChecker(p, proj)
 	c.walkProject()
+	c.out = append(c.out, egressViolations(p, proj)...)
 	if len(c.out) == 0 {
 		return nil
 	}
@@ -343,6 +350,8 @@ func (p Policy) ApplyDefaults(proj *types.Project) {
 	}
 	if p.EgressOff {
 		cutEgress(proj)
+	} else {
+		p.applyEgress(proj)
 	}
 }
 
@@ -405,6 +414,9 @@ func (p Policy) Summary() string {
 	}
 	if p.EgressOff {
 		limits = append(limits, "egress off")
+	}
+	if len(p.Egress) > 0 {
+		limits = append(limits, "egress only to "+strings.Join(p.Egress, ","))
 	}
 	if len(limits) > 0 {
 		s += "; defaults: " + strings.Join(limits, ", ")

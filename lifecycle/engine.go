@@ -44,6 +44,8 @@ type Engine struct {
 	// out is compose's own output stream: its progress lines go to the Up in flight for their
 	// project, so that nothing reaches the process's stdout or stderr.
 	out progressSink
+	// egressBinary is the composebox binary the egress gateway's image holds (WithEgressBinary).
+	egressBinary string
 }
 
 // Option configures an Engine.

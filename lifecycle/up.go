@@ -68,11 +68,21 @@ func (e *Engine) Up(ctx context.Context, p *types.Project, opts UpOptions) error
 			return fmt.Errorf("up project %s: %w", p.Name, err)
 		}
 	}
+	restricted, err := prepareEgress(p)
+	if err != nil {
+		return fmt.Errorf("up project %s: %w", p.Name, err)
+	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancel()
 	created, err := e.createNetworks(cctx, p)
 	if err != nil {
 		return fmt.Errorf("up project %s: %w", p.Name, err)
+	}
+	if len(restricted) > 0 {
+		if err := e.addEgressGateway(cctx, p, restricted); err != nil {
+			return fmt.Errorf("up project %s: %w", p.Name, err)
+		}
+		services = append(services, EgressGatewayService)
 	}
 	err = e.compose.Create(cctx, p, api.CreateOptions{
 		Services:             services,

@@ -110,6 +110,8 @@ func newRootCmd(g *globals) *cobra.Command {
 		newReapCmd(g),
 		newServeCmd(g),
 		newGendocsCmd(),
+		newEgressGatewayCmd(),
+		newEgressCmd(g),
 	)
 	for _, c := range root.Commands() {
 		wrapArgs(c)

@@ -78,6 +78,8 @@ func registerCeiling(fs *pflag.FlagSet, f *taskFlags, roots *[]string) {
 	fs.StringArrayVar(&f.AllowCaps, "allow-cap", nil, "let a request's policy ask for this capability beyond Docker's default set (repeatable; ALL for any)")
 	fs.StringArrayVar(&f.MountRoots, "allow-mount-root", nil, "let a request's policy name mount roots within DIR (repeatable)")
 	fs.StringVar(&f.PolicyFile, "policy", "", "policy file (YAML, the fields of compose.Policy): its opt-ins, capabilities and roots bound what requests may ask for, its limits hold for every task; the flags add to it")
+	fs.StringArrayVar(&f.Egress, "egress", nil, "let every task reach at most NAME[:PORT] (repeatable; a request's policy.egress narrows it)")
+	fs.StringVar(&f.EgressDNS, "egress-resolver", "", "resolver ADDR[:PORT] the egress gateways resolve allowed names through")
 	fs.StringArrayVar(&f.PassEnv, "pass-env", nil, "let a request's pass_env name this variable of the server's environment (repeatable)")
 	fs.StringArrayVar(roots, "task-root", nil, "let requests take tasks (working_dir, path, files) from within DIR (repeatable); without it a request gives no working_dir")
 }

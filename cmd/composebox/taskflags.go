@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/composebox/composebox/compose"
+	"github.com/composebox/composebox/internal/egressgw"
 	"github.com/composebox/composebox/orchestrator"
 )
 
@@ -34,6 +35,8 @@ type taskFlags struct {
 	AllowCaps  []string
 	MountRoots []string
 	PolicyFile string
+	Egress     []string
+	EgressDNS  string
 	// Vars are --var KEY=VAL, the interpolation variables.
 	Vars []string
 	// Env is -e/--env: the deprecated spelling of --var, except on run --image, where it is the
@@ -154,6 +157,8 @@ func (f *taskFlags) registerPolicy(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.AllowCaps, "allow-cap", nil, "allow this capability in cap_add beyond Docker's default set (repeatable; ALL for any)")
 	fs.StringArrayVar(&f.MountRoots, "allow-mount-root", nil, "let host paths come from DIR too, besides the task directory (repeatable)")
 	fs.StringVar(&f.PolicyFile, "policy", "", "policy file (YAML, the fields of compose.Policy); the flags add to it")
+	fs.StringArrayVar(&f.Egress, "egress", nil, "let every service reach only NAME[:PORT] (repeatable; *.example.com for subdomains; ports 80 and 443 by default); x-egress in the compose file narrows a service's list")
+	fs.StringVar(&f.EgressDNS, "egress-resolver", "", "resolver ADDR[:PORT] the egress gateway resolves allowed names through (default: the engine host's)")
 }
 
 // policy is the policy the flags ask for: the file's (else the default), with the opt-ins,
@@ -185,6 +190,17 @@ func (f *taskFlags) policy() (compose.Policy, error) {
 			return p, usageError{fmt.Errorf("--allow-mount-root %s: %w", r, err)}
 		}
 		p.AllowedMountRoots = append(p.AllowedMountRoots, abs)
+	}
+	for _, e := range f.Egress {
+		if _, err := egressgw.ParseRule(e); err != nil {
+			return p, usageError{fmt.Errorf("--egress: %w", err)}
+		}
+		if !slices.Contains(p.Egress, e) {
+			p.Egress = append(p.Egress, e)
+		}
+	}
+	if f.EgressDNS != "" {
+		p.EgressResolver = f.EgressDNS
 	}
 	return p, nil
 }

@@ -1,0 +1,25 @@
+package dockerbackend
+
+import (
+	"context"
+
+	"github.com/composebox/composebox/orchestrator/backend"
+)
+
+var _ backend.Egress = (*Backend)(nil)
+
+// Egress is lifecycle's Egress.
+func (b *Backend) Egress(ctx context.Context, project string) (backend.EgressState, error) {
+	st, err := b.engine.Egress(ctx, project)
+	out := backend.EgressState{Allow: st.Allow, Services: st.Services, Denials: []backend.EgressDenial{}}
+	for _, d := range st.Denials {
+		out.Denials = append(out.Denials, backend.EgressDenial{Time: d.Time, Service: d.Service, Client: d.Client,
+			Name: d.Name, Address: d.Address, Port: d.Port, Protocol: d.Protocol, Reason: d.Reason})
+	}
+	return out, err
+}
+
+// SetEgress is lifecycle's SetEgress.
+func (b *Backend) SetEgress(ctx context.Context, project string, allow []string) error {
+	return b.engine.SetEgress(ctx, project, allow)
+}

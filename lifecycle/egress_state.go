@@ -1,0 +1,127 @@
+package lifecycle
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/internal/egressgw"
+	cbxerr "github.com/composebox/composebox/internal/errdefs"
+)
+
+// EgressState is a sample's allowlist and what its gateway refused.
+type EgressState struct {
+	// Allow is the list every service has, once SetEgress has set one; Services the lists
+	// services started with, before any SetEgress.
+	Allow    []string
+	Services map[string][]string
+	Denials  []egressgw.Denial
+}
+
+// egressGateway finds the project's gateway container.
+func (e *Engine) egressGateway(ctx context.Context, project string) (container.Summary, error) {
+	list, err := e.api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", labels.ComposeProjectLabel+"="+project),
+		filters.Arg("label", labels.ComposeServiceLabel+"="+EgressGatewayService))})
+	if err != nil {
+		return container.Summary{}, fmt.Errorf("egress of %s: %w", project, err)
+	}
+	if len(list) == 0 {
+		return container.Summary{}, cbxerr.New(cbxerr.ErrNotFound, fmt.Sprintf("egress of %s: the sample has no egress allowlist (start it with --egress)", project))
+	}
+	return list[0], nil
+}
+
+// Egress reads the sample's allowlist and its gateway's denials.
+func (e *Engine) Egress(ctx context.Context, project string) (EgressState, error) {
+	gw, err := e.egressGateway(ctx, project)
+	if err != nil {
+		return EgressState{}, err
+	}
+	var st EgressState
+	if rc, _, err := e.api.CopyFromContainer(ctx, gw.ID, EgressAllowFile); err == nil {
+		tr := tar.NewReader(rc)
+		if _, err := tr.Next(); err == nil {
+			b, _ := io.ReadAll(io.LimitReader(tr, 1<<20))
+			st.Allow = strings.Fields(string(b))
+			if st.Allow == nil {
+				st.Allow = []string{}
+			}
+		}
+		rc.Close()
+	}
+	if st.Allow == nil {
+		ins, err := e.api.ContainerInspect(ctx, gw.ID)
+		if err != nil {
+			return st, fmt.Errorf("egress of %s: %w", project, err)
+		}
+		st.Services = map[string][]string{}
+		for i, a := range ins.Args {
+			if a == "--service" && i+1 < len(ins.Args) {
+				name, specs, _ := strings.Cut(ins.Args[i+1], "=")
+				st.Services[name] = nil
+				if specs != "" {
+					st.Services[name] = strings.Split(specs, ",")
+				}
+			}
+		}
+	}
+	logs, err := e.api.ContainerLogs(ctx, gw.ID, container.LogsOptions{ShowStdout: true})
+	if err != nil {
+		return st, fmt.Errorf("egress of %s: read the gateway's log: %w", project, err)
+	}
+	defer logs.Close()
+	var out bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, io.Discard, logs); err != nil {
+		return st, fmt.Errorf("egress of %s: read the gateway's log: %w", project, err)
+	}
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		var d struct {
+			Event string `json:"event"`
+			egressgw.Denial
+		}
+		if json.Unmarshal(sc.Bytes(), &d) == nil && d.Event == "egress_denied" {
+			st.Denials = append(st.Denials, d.Denial)
+		}
+	}
+	return st, nil
+}
+
+// SetEgress replaces the allowlist of every service of a live sample with allow (empty: reach
+// nothing). Ports the gateway was not started with stay closed.
+func (e *Engine) SetEgress(ctx context.Context, project string, allow []string) error {
+	list, err := egressgw.ParseAllowlist(allow)
+	if err != nil {
+		return fmt.Errorf("set egress of %s: %w", project, err)
+	}
+	gw, err := e.egressGateway(ctx, project)
+	if err != nil {
+		return err
+	}
+	body := []byte(strings.Join(list.Strings(), "\n") + "\n")
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	_ = tw.WriteHeader(&tar.Header{Name: "allow", Mode: 0o644, Size: int64(len(body)), ModTime: time.Now()})
+	_, _ = tw.Write(body)
+	_ = tw.Close()
+	dir := EgressAllowFile[:strings.LastIndex(EgressAllowFile, "/")]
+	if err := e.api.CopyToContainer(ctx, gw.ID, dir, &buf, container.CopyToContainerOptions{}); err != nil {
+		return fmt.Errorf("set egress of %s: %w", project, err)
+	}
+	if err := e.api.ContainerKill(ctx, gw.ID, "HUP"); err != nil {
+		return fmt.Errorf("set egress of %s: signal the gateway: %w", project, err)
+	}
+	return nil
+}
