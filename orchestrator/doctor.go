@@ -35,7 +35,11 @@ func (o *Orchestrator) Doctor(ctx context.Context, opts DoctorOptions) (backend.
 		}
 	}
 	r := o.backend.Doctor(ctx, backend.DoctorOptions{PingTimeout: o.cfg.pingTimeout, Extra: opts.Extra, HostAccess: opts.HostAccess})
-	r.Checks = append(r.Checks, o.forkCheck())
+	// Whether samples can fork matters only on a backend that can run them; a report that
+	// already fails (an engine that does not answer) says nothing more.
+	if r.OK {
+		r.Checks = append(r.Checks, o.forkCheck())
+	}
 	for _, c := range opts.Local {
 		r.Checks = append(r.Checks, c)
 		if c.Status == backend.Fail {
