@@ -80,24 +80,31 @@ func (s *Server) forkSample(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) snapshotSample(w http.ResponseWriter, r *http.Request) error {
-	e, release, err := s.sample(r)
-	if err != nil {
+	return s.onSnapshot(w, r, func(e *sampleEntry, name string) error {
+		sn, err := e.sample.Snapshot(r.Context(), name)
+		if err == nil {
+			writeJSON(w, http.StatusCreated, Snapshot{Name: sn.Name(), Project: sn.Project()})
+		}
 		return err
-	}
-	defer release()
-	var req SnapshotRequest
-	if err := decodeJSON(w, r, &req, s.opts.MaxJSONBody, false); err != nil {
-		return err
-	}
-	sn, err := e.sample.Snapshot(r.Context(), req.Name)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, Snapshot{Name: sn.Name(), Project: sn.Project()})
-	return nil
+	})
 }
 
 func (s *Server) resetSample(w http.ResponseWriter, r *http.Request) error {
+	return s.onSnapshot(w, r, func(e *sampleEntry, name string) error {
+		if err := e.sample.Reset(r.Context(), name); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		out := sampleJSON(e)
+		s.mu.Unlock()
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	})
+}
+
+// onSnapshot runs do on the request's sample, held for the request, with the snapshot name
+// its body gives.
+func (s *Server) onSnapshot(w http.ResponseWriter, r *http.Request, do func(e *sampleEntry, name string) error) error {
 	e, release, err := s.sample(r)
 	if err != nil {
 		return err
@@ -107,12 +114,5 @@ func (s *Server) resetSample(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, &req, s.opts.MaxJSONBody, false); err != nil {
 		return err
 	}
-	if err := e.sample.Reset(r.Context(), req.Name); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	out := sampleJSON(e)
-	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return do(e, req.Name)
 }

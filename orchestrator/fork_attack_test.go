@@ -1,6 +1,7 @@
 package orchestrator_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/composebox/composebox/orchestrator"
@@ -8,30 +9,20 @@ import (
 
 // forkROTask adds, to forkTask's two services, the site volume mounted read-only in the
 // default sandbox: the policy of the task says the agent reads it and cannot change it.
-const forkROTask = `
-services:
-  default:
-    image: ${COMPOSEBOX_BASE_IMAGE}
+var forkROTask = strings.Replace(forkTask, `
+    command: ["tail", "-f", "/dev/null"]
+`, `
     command: ["tail", "-f", "/dev/null"]
     volumes: ["site:/site:ro"]
-    depends_on:
-      web: {condition: service_healthy}
-  web:
-    image: ${COMPOSEBOX_BASE_IMAGE}
-    command: ["sh", "-c", "touch /www/index.html && exec httpd -f -p 80 -h /www"]
-    volumes: ["site:/www"]
-    healthcheck:
-      test: ["CMD", "wget", "-q", "-O", "/dev/null", "http://127.0.0.1/"]
-      interval: 1s
-      retries: 30
-volumes:
-  site: {}
-`
+`, 1)
 
 // TestAttackForkCannotReachSourceOrSibling is the agent in a fork: it knows the addresses of
 // the source's and a sibling fork's web server, and tries them, and tries to write the volume
 // it was given read-only. Each fork has its own firewalled networks.
 func TestAttackForkCannotReachSourceOrSibling(t *testing.T) {
+	if !strings.Contains(forkROTask, "site:/site:ro") {
+		t.Fatal("forkROTask lost its read-only mount: forkTask's default service changed")
+	}
 	o, _ := newOrchestrator(t)
 	task := taskInit(t, o, orchestrator.TaskSpec{Name: "fork-attack", YAML: []byte(forkROTask)})
 	src := startSamples(t, task, 1)[0]

@@ -3,9 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/composebox/composebox/orchestrator"
 )
 
 func newResetCmd(g *globals) *cobra.Command {
@@ -22,34 +23,12 @@ recorded content again, its services started afresh and waited for. The task is 
 			return runReset(cmd, g, args[0], opts)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVarP(&opts.Project, "project", "p", "", "the sample's project name")
-	f.StringVar(&opts.Task, "task", "", "task name (default: the sample's)")
-	opts.flags.register(f)
+	opts.register(cmd.Flags())
 	return cmd
 }
 
 func runReset(cmd *cobra.Command, g *globals, name string, opts stateOptions) error {
-	if opts.Project == "" {
-		return usageError{fmt.Errorf("reset: give the sample with -p PROJECT")}
-	}
-	o, err := g.orchestrator(false)
-	if err != nil {
-		return err
-	}
-	defer o.Close()
-	task, err := taskOf(cmd, g, o, opts.Project, opts.Task, "", &opts.flags)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = task.Cleanup(context.WithoutCancel(cmd.Context())) }()
-	if err := task.Reset(cmd.Context(), opts.Project, name); err != nil {
-		return err
-	}
-	res := snapshotJSON{Project: opts.Project, Snapshot: name}
-	g.setResult(res, func(w io.Writer) error {
-		_, err := fmt.Fprintf(w, "reset %s to %s\n", opts.Project, name)
-		return err
+	return onSampleTask(cmd, g, "reset", name, opts, func(ctx context.Context, task *orchestrator.Task) (string, error) {
+		return fmt.Sprintf("reset %s to %s", opts.Project, name), task.Reset(ctx, opts.Project, name)
 	})
-	return nil
 }

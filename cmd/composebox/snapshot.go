@@ -6,6 +6,9 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/composebox/composebox/orchestrator"
 )
 
 type stateOptions struct {
@@ -29,10 +32,7 @@ The snapshot goes with the sample ('down', 'cleanup'). The task is loaded again 
 			return runSnapshot(cmd, g, args[0], opts)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVarP(&opts.Project, "project", "p", "", "the sample's project name")
-	f.StringVar(&opts.Task, "task", "", "task name (default: the sample's)")
-	opts.flags.register(f)
+	opts.register(cmd.Flags())
 	return cmd
 }
 
@@ -43,8 +43,24 @@ type snapshotJSON struct {
 }
 
 func runSnapshot(cmd *cobra.Command, g *globals, name string, opts stateOptions) error {
+	return onSampleTask(cmd, g, "snapshot", name, opts, func(ctx context.Context, task *orchestrator.Task) (string, error) {
+		_, err := task.Snapshot(ctx, opts.Project, name)
+		return fmt.Sprintf("snapshot %s of %s", name, opts.Project), err
+	})
+}
+
+// register adds the flags snapshot and reset share.
+func (opts *stateOptions) register(f *pflag.FlagSet) {
+	f.StringVarP(&opts.Project, "project", "p", "", "the sample's project name")
+	f.StringVar(&opts.Task, "task", "", "task name (default: the sample's)")
+	opts.flags.register(f)
+}
+
+// onSampleTask loads the task of the live sample opts.Project again (as fork does), runs do
+// on it, and sets the result: snapshotJSON for --json, else do's line.
+func onSampleTask(cmd *cobra.Command, g *globals, verb, name string, opts stateOptions, do func(context.Context, *orchestrator.Task) (string, error)) error {
 	if opts.Project == "" {
-		return usageError{fmt.Errorf("snapshot: give the sample with -p PROJECT")}
+		return usageError{fmt.Errorf("%s: give the sample with -p PROJECT", verb)}
 	}
 	o, err := g.orchestrator(false)
 	if err != nil {
@@ -56,12 +72,12 @@ func runSnapshot(cmd *cobra.Command, g *globals, name string, opts stateOptions)
 		return err
 	}
 	defer func() { _ = task.Cleanup(context.WithoutCancel(cmd.Context())) }()
-	if _, err := task.Snapshot(cmd.Context(), opts.Project, name); err != nil {
+	line, err := do(cmd.Context(), task)
+	if err != nil {
 		return err
 	}
-	res := snapshotJSON{Project: opts.Project, Snapshot: name}
-	g.setResult(res, func(w io.Writer) error {
-		_, err := fmt.Fprintf(w, "snapshot %s of %s\n", name, opts.Project)
+	g.setResult(snapshotJSON{Project: opts.Project, Snapshot: name}, func(w io.Writer) error {
+		_, err := fmt.Fprintln(w, line)
 		return err
 	})
 	return nil
