@@ -57,10 +57,11 @@ def one_service():
 def two_services():
     return Task(
         dataset=[
-            # (Retried for a few seconds: on Kubernetes a sibling's name was once seen not to
-            # resolve yet when the sample was reported ready.)
+            # (Retried for a few seconds, quietly, so that the completion is the flag alone: on
+            # a loaded Kubernetes node a sibling's name was seen not to resolve yet at the
+            # sample's first exec.)
             Sample(id=f"s{i}", target=f"FLAG-{i}", metadata={"flag": f"FLAG-{i}"},
-                   input="for i in 1 2 3 4 5 6 7 8 9 10; do wget -qO- http://web:8080/flag && break; sleep 1; done")
+                   input="for i in 1 2 3 4 5 6 7 8 9 10; do wget -qO- http://web:8080/flag 2>/dev/null && break; sleep 1; done")
             for i in range(3)
         ],
         solver=[use_tools(bash(timeout=60)), generate()],
