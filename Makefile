@@ -45,44 +45,34 @@ wheel: build
 	done; \
 	rm -rf $(DIST); PYTHON=$(PYTHON) $(ROOT)/scripts/build-wheels.sh $(DIST) $$bins
 
-# Unit and real-engine integration tests, Go then Python (test-python, which installs the Python
-# test dependencies it lacks); then the Kubernetes tests on the local cluster (Go, then
-# test-python-k8s). The leak check fails the run if the tests left any composebox
-# container, network, volume or namespace behind.
+# Unit and real-engine integration tests (scripts/test.sh), in three concurrent tracks, each
+# printed whole when it ends: the Go packages on the local engine; the Python client's suites
+# (test-python, which installs the Python test dependencies it lacks) then the real inspect_ai
+# (test-inspect); and the local Kubernetes cluster's start followed by the tests that need it
+# (Go, then test-python-k8s and test-inspect-k8s). The suites mostly wait on containers and
+# pods, so the tracks overlap well on 2 cores. The leak check fails the run if the tests left
+# any composebox container, network, volume or namespace behind.
 #
-# The local cluster (make k8s) comes up in the background while every test that does not need
-# it runs: its first build compiles for about 15 minutes on 2 cores shared with them. Then
-# COMPOSEBOX_K8S_REQUIRED makes a Kubernetes test that finds no cluster fail rather than skip.
-# K8S=0 leaves the cluster out (for a machine that cannot run it: not root, not Debian), and
-# its tests skip, saying so.
+# The cluster's first build compiles for about 15 minutes on 2 cores, overlapping the other
+# tracks; COMPOSEBOX_K8S_REQUIRED then makes a Kubernetes test that finds no cluster fail
+# rather than skip. K8S=0 leaves the cluster out (for a machine that cannot run it: not root,
+# not Debian), and its tests skip, saying so. TRACKS='go python cluster' runs fewer tracks.
 K8S ?= 1
 K8S_ON := $(filter-out 0,$(K8S))
 K8S_LOG := $(ROOT)/bin/k8s-up.log
 # What needs the cluster: the packages below, and cmd/composebox's tests named TestKubernetes*;
-# everything else runs while the cluster comes up.
+# everything else runs in the other tracks.
 K8S_PKGS := $(MODULE)/internal/k8stest $(MODULE)/kubernetes
 K8S_CLI_TESTS := ^TestKubernetes
 RACE_EARLY := $(filter-out $(K8S_PKGS),$(shell $(GO) list $(RACE_PKGS)))
 PLAIN_EARLY := $(filter-out $(K8S_PKGS),$(PLAIN_PKGS))
-test: docker
+test: docker build
 	@scripts/leakcheck.sh snapshot
 	@status=0; \
-	$(if $(K8S_ON),mkdir -p $(dir $(K8S_LOG)); scripts/k8s/up.sh >$(K8S_LOG) 2>&1 & k8s=$$!; \
-	  echo "test: the local Kubernetes cluster comes up in the background (log: $(K8S_LOG))";) \
-	$(GO) test -race $(TEST_FLAGS) $(RACE_EARLY) || status=1; \
-	$(GO) test -race $(TEST_FLAGS) -run '$(FAKE_TESTS)' $(FAKE_PKGS) || status=1; \
-	$(GO) test $(TEST_FLAGS) $(if $(K8S_ON),-skip '$(K8S_CLI_TESTS)') $(PLAIN_EARLY) || status=1; \
-	$(MAKE) --no-print-directory test-python || status=1; \
-	$(MAKE) --no-print-directory test-inspect || status=1; \
-	$(if $(K8S_ON),if wait $$k8s; then tail -n 1 $(K8S_LOG); \
-	  else cat $(K8S_LOG); echo "test: the local Kubernetes cluster did not come up" >&2; status=1; fi; \
-	  export COMPOSEBOX_K8S_REQUIRED=1; \
-	  $(GO) test -race $(TEST_FLAGS) $(MODULE)/internal/k8stest || status=1; \
-	  $(GO) test $(TEST_FLAGS) $(MODULE)/kubernetes || status=1; \
-	  $(GO) test $(TEST_FLAGS) -run '$(K8S_CLI_TESTS)' ./cmd/composebox/ || status=1; \
-	  $(MAKE) --no-print-directory test-python-k8s || status=1; \
-	  $(MAKE) --no-print-directory test-inspect-k8s || status=1;, \
-	  $(GO) test $(TEST_FLAGS) $(K8S_PKGS) || status=1;) \
+	GO='$(GO)' TEST_FLAGS='$(TEST_FLAGS)' RACE_EARLY='$(RACE_EARLY)' PLAIN_EARLY='$(PLAIN_EARLY)' \
+	  FAKE_PKGS='$(FAKE_PKGS)' FAKE_TESTS='$(FAKE_TESTS)' K8S_ON='$(K8S_ON)' K8S_LOG='$(K8S_LOG)' \
+	  K8S_PKGS='$(K8S_PKGS)' K8S_CLI_TESTS='$(K8S_CLI_TESTS)' MODULE='$(MODULE)' \
+	  scripts/test.sh || status=1; \
 	scripts/leakcheck.sh check || status=1; \
 	exit $$status
 
@@ -153,7 +143,8 @@ docs:
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	@# Built as make build and the tests build (scripts/test.sh), so that vet compiles nothing twice.
+	CGO_ENABLED=0 GOFLAGS=-trimpath $(GO) vet ./...
 
 # Installs and starts the engine and busybox on a fresh Debian machine; a no-op when both work.
 docker:

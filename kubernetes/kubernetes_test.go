@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -21,8 +20,13 @@ import (
 )
 
 func project(name string) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "testdata", "projects", name)
+	// Relative to the package's directory, where go test runs it: a -trimpath build's
+	// source paths are module paths, not the checkout's.
+	dir, err := filepath.Abs(filepath.Join("..", "testdata", "projects", name))
+	if err != nil {
+		panic(err)
+	}
+	return dir
 }
 
 // newBackend is a backend on the local cluster acting as a service account bound to the

@@ -3,7 +3,6 @@ package orchestrator_test
 import (
 	"context"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -15,8 +14,13 @@ import (
 
 // project is the path of a testdata project.
 func project(name string) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "testdata", "projects", name)
+	// Relative to the package's directory, where go test runs it: a -trimpath build's
+	// source paths are module paths, not the checkout's.
+	dir, err := filepath.Abs(filepath.Join("..", "testdata", "projects", name))
+	if err != nil {
+		panic(err)
+	}
+	return dir
 }
 
 // recorder collects events.
