@@ -33,6 +33,9 @@ import (
 type Orchestrator struct {
 	cfg     config
 	backend backend.Backend
+	// pooler is the backend's warm pool markers, nil when it has none (no task can then
+	// keep a warm pool).
+	pooler backend.Pooler
 	// ownsBackend: the backend was made by New (not given with WithBackend), so Close closes it.
 	ownsBackend bool
 	owner       string
@@ -237,6 +240,7 @@ func New(opts ...Option) (*Orchestrator, error) {
 	} else if rn, ok := o.backend.(backend.RetryNotifier); ok {
 		rn.OnRetry(o.retryPolicy().OnRetry)
 	}
+	o.pooler, _ = backend.AsPooler(o.backend)
 	return o, nil
 }
 
@@ -246,7 +250,7 @@ func (o *Orchestrator) Backend() backend.Backend { return o.backend }
 // Engines describes the engines samples spread over (WithEngines), as last seen; nil for a
 // backend of one engine.
 func (o *Orchestrator) Engines() []backend.EngineStatus {
-	if l, ok := o.backend.(backend.EngineLister); ok {
+	if l, ok := backend.AsEngineLister(o.backend); ok {
 		return l.Engines()
 	}
 	return nil
@@ -255,10 +259,7 @@ func (o *Orchestrator) Engines() []backend.EngineStatus {
 // engineName names the engine of a backend of one (backend.DefaultEngine for Docker's), ""
 // when the backend does not say.
 func (o *Orchestrator) engineName() string {
-	if n, ok := o.backend.(interface{ Name() string }); ok {
-		return n.Name()
-	}
-	return ""
+	return backend.EngineName(o.backend)
 }
 
 // Client is the Engine API client of a Docker backend, nil for any other backend.
