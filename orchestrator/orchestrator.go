@@ -136,7 +136,9 @@ func WithMaxConcurrentSamples(n int) Option {
 // networks). Its fields are documented on subnets.Subnets, the one home of this type.
 type Subnets = subnets.Subnets
 
-// WithSubnets configures managed subnets (default: on, 10.213.0.0/16 as /27s).
+// WithSubnets configures managed subnets (default: on, 10.213.0.0/16 as /27s) of the Docker
+// backends New makes (from the environment, or WithEngines). A backend given WithBackend has
+// its own: dockerbackend.Options.Subnets.
 func WithSubnets(s Subnets) Option {
 	return func(c *config) error { c.subnets = s; return nil }
 }
@@ -144,6 +146,10 @@ func WithSubnets(s Subnets) Option {
 // WithClient runs samples on the Docker Engine c reaches, instead of the one the environment
 // names: it is WithBackend of a Docker backend over c, made with this orchestrator's logger,
 // retry policy and subnets. The orchestrator does not close a client it was given.
+//
+// Deprecated: the orchestrator names no engine: use
+// WithBackend(dockerbackend.New(c, dockerbackend.Options{Logger: l, Subnets: s})), which
+// learns of retries itself (backend.RetryNotifier).
 func WithClient(c client.APIClient) Option {
 	return func(cfg *config) error { cfg.client = c; return nil }
 }
@@ -263,8 +269,11 @@ func (o *Orchestrator) engineName() string {
 }
 
 // Client is the Engine API client of a Docker backend, nil for any other backend.
+//
+// Deprecated: the orchestrator names no engine: ask the Docker backend,
+// o.Backend().(*dockerbackend.Backend).Client().
 func (o *Orchestrator) Client() client.APIClient {
-	if d, ok := o.backend.(interface{ Client() client.APIClient }); ok {
+	if d, ok := o.backend.(*dockerbackend.Backend); ok {
 		return d.Client()
 	}
 	return nil
