@@ -114,10 +114,9 @@ type joiner struct {
 const reconcileEvery = 500 * time.Millisecond
 
 // Poolable reports whether the task's samples can be pooled, and why not. A backend without
-// warm pool markers (backend.Pooler) pools nothing. A sample whose files
-// reference per-sample variables (SAMPLE_METADATA_*, COMPOSE_PROJECT_NAME, a layout's names
-// and log paths) is loaded with its own values, so no sample started in advance can stand in
-// for it.
+// warm pool markers (backend.Pooler) pools nothing. A sample whose files reference per-sample
+// variables (SAMPLE_METADATA_*, COMPOSE_PROJECT_NAME, a layout's names and log paths) is
+// loaded with its own values, so no sample started in advance can stand in for it.
 func (t *Task) Poolable() (bool, string) {
 	if t.o.pooler == nil {
 		return false, "the " + t.o.backend.Kind() + " backend keeps no warm pool markers"
@@ -127,7 +126,8 @@ func (t *Task) Poolable() (bool, string) {
 
 // Prewarm keeps n ready samples of the task from now on (n = 0 ends the pool), started in the
 // background; it returns at once (see PoolStatus). Lowering n removes the surplus. A task that
-// cannot be pooled (see Poolable) is ErrInvalidConfig, and an EventPoolRefused says why. Pooled
+// cannot be pooled (see Poolable) is ErrInvalidConfig, on a backend without warm pools
+// (backend.Pooler) a *backend.UnsupportedError, and an EventPoolRefused says why. Pooled
 // samples are removed by Task.Cleanup.
 func (t *Task) Prewarm(ctx context.Context, n int) error {
 	if n < 0 {
