@@ -127,7 +127,23 @@ type Backend struct {
 	egress egressCache
 }
 
-var _ backend.Backend = (*Backend)(nil)
+// What a cluster does beyond the required contract. It declares no Capabilities: the
+// watchdog of WithReaper is a Docker client, which sees no pod.
+var (
+	_ backend.Backend        = (*Backend)(nil)
+	_ backend.Classifier     = (*Backend)(nil)
+	_ backend.Doctor         = (*Backend)(nil)
+	_ backend.ImageMover     = (*Backend)(nil)
+	_ backend.Pruner         = (*Backend)(nil)
+	_ backend.Pooler         = (*Backend)(nil)
+	_ backend.Detacher       = (*Backend)(nil)
+	_ backend.Owners         = (*Backend)(nil)
+	_ backend.DetachedExecer = (*Backend)(nil)
+	_ backend.Diagnoser      = (*Backend)(nil)
+	_ backend.Shell          = (*Backend)(nil)
+	_ backend.FileBuffers    = (*Backend)(nil)
+	_ backend.Explainer      = (*Backend)(nil)
+)
 
 // New connects to the cluster opts names. Nothing is contacted until the first call.
 func New(opts Options) (*Backend, error) {

@@ -34,7 +34,7 @@ func (o *Orchestrator) Doctor(ctx context.Context, opts DoctorOptions) (backend.
 			}
 		}
 	}
-	r := o.backend.Doctor(ctx, backend.DoctorOptions{PingTimeout: o.cfg.pingTimeout, Extra: opts.Extra, HostAccess: opts.HostAccess})
+	r := backend.RunDoctor(ctx, o.backend, backend.DoctorOptions{PingTimeout: o.cfg.pingTimeout, Extra: opts.Extra, HostAccess: opts.HostAccess})
 	// Whether samples can fork matters only on a backend that can run them; a report that
 	// already fails (an engine that does not answer) says nothing more.
 	if r.OK {

@@ -12,7 +12,7 @@ import (
 type EgressState = backend.EgressState
 
 func (o *Orchestrator) egressBackend(project string) (backend.Egress, error) {
-	b, ok := o.backend.(backend.Egress)
+	b, ok := backend.AsEgress(o.backend)
 	if !ok {
 		return nil, cbxerr.New(cbxerr.ErrPrerequisite, fmt.Sprintf("egress of %s: the %s backend has no egress allowlists", project, o.backend.Kind()))
 	}

@@ -49,7 +49,7 @@ func (o *Orchestrator) engineLost(err error) error {
 	if err == nil || errdefs.Kind(err) != "internal" {
 		return err
 	}
-	if o.backend.Unreachable(err) {
+	if backend.Unreachable(o.backend, err) {
 		return errdefs.Wrap(errdefs.ErrUnavailable, err, o.backend.Kind()+" engine unreachable")
 	}
 	return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/composebox/composebox/compose"
 	"github.com/composebox/composebox/lifecycle"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // Limits bounds how many operations of each class the orchestrator runs at once, so that a burst
@@ -208,7 +209,7 @@ func (o *Orchestrator) outcomeOf(err error) outcome {
 	switch {
 	case err == nil:
 		return succeeded
-	case o.backend.Transient(err):
+	case backend.Transient(o.backend, err):
 		return transient
 	default:
 		return neutral

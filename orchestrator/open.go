@@ -61,7 +61,7 @@ func (o *Orchestrator) Open(ctx context.Context, project string) (*Sample, error
 	for i, c := range list {
 		service := c.Labels[labels.ComposeServiceLabel]
 		if c.State != "running" {
-			d, derr := o.backend.Diagnose(ctx, backend.Target{Container: c.ID, Service: service})
+			d, derr := backend.Diagnose(ctx, o.backend, backend.Target{Container: c.ID, Service: service})
 			if derr != nil {
 				d = backend.Diagnosis{Container: c.ID, Name: c.Name, Status: c.State, LogTail: "(diagnosis failed: " + derr.Error() + ")"}
 			}
@@ -71,7 +71,7 @@ func (o *Orchestrator) Open(ctx context.Context, project string) (*Sample, error
 		}
 		info := infos[i]
 		if !info.Running {
-			d, _ := o.backend.Diagnose(ctx, backend.Target{Container: c.ID, Service: service})
+			d, _ := backend.Diagnose(ctx, o.backend, backend.Target{Container: c.ID, Service: service})
 			s.markStopped(service, d)
 			dead = append(dead, service+": "+d.String())
 			continue

@@ -33,6 +33,9 @@ import (
 type Orchestrator struct {
 	cfg     config
 	backend backend.Backend
+	// pooler is the backend's warm pool markers, nil when it has none (no task can then
+	// keep a warm pool).
+	pooler backend.Pooler
 	// ownsBackend: the backend was made by New (not given with WithBackend), so Close closes it.
 	ownsBackend bool
 	owner       string
@@ -133,7 +136,9 @@ func WithMaxConcurrentSamples(n int) Option {
 // networks). Its fields are documented on subnets.Subnets, the one home of this type.
 type Subnets = subnets.Subnets
 
-// WithSubnets configures managed subnets (default: on, 10.213.0.0/16 as /27s).
+// WithSubnets configures managed subnets (default: on, 10.213.0.0/16 as /27s) of the Docker
+// backends New makes (from the environment, or WithEngines). A backend given WithBackend has
+// its own: dockerbackend.Options.Subnets.
 func WithSubnets(s Subnets) Option {
 	return func(c *config) error { c.subnets = s; return nil }
 }
@@ -141,6 +146,10 @@ func WithSubnets(s Subnets) Option {
 // WithClient runs samples on the Docker Engine c reaches, instead of the one the environment
 // names: it is WithBackend of a Docker backend over c, made with this orchestrator's logger,
 // retry policy and subnets. The orchestrator does not close a client it was given.
+//
+// Deprecated: the orchestrator names no engine: use
+// WithBackend(dockerbackend.New(c, dockerbackend.Options{Logger: l, Subnets: s})), which
+// learns of retries itself (backend.RetryNotifier).
 func WithClient(c client.APIClient) Option {
 	return func(cfg *config) error { cfg.client = c; return nil }
 }
@@ -237,6 +246,7 @@ func New(opts ...Option) (*Orchestrator, error) {
 	} else if rn, ok := o.backend.(backend.RetryNotifier); ok {
 		rn.OnRetry(o.retryPolicy().OnRetry)
 	}
+	o.pooler, _ = backend.AsPooler(o.backend)
 	return o, nil
 }
 
@@ -246,7 +256,7 @@ func (o *Orchestrator) Backend() backend.Backend { return o.backend }
 // Engines describes the engines samples spread over (WithEngines), as last seen; nil for a
 // backend of one engine.
 func (o *Orchestrator) Engines() []backend.EngineStatus {
-	if l, ok := o.backend.(backend.EngineLister); ok {
+	if l, ok := backend.AsEngineLister(o.backend); ok {
 		return l.Engines()
 	}
 	return nil
@@ -255,15 +265,15 @@ func (o *Orchestrator) Engines() []backend.EngineStatus {
 // engineName names the engine of a backend of one (backend.DefaultEngine for Docker's), ""
 // when the backend does not say.
 func (o *Orchestrator) engineName() string {
-	if n, ok := o.backend.(interface{ Name() string }); ok {
-		return n.Name()
-	}
-	return ""
+	return backend.EngineName(o.backend)
 }
 
 // Client is the Engine API client of a Docker backend, nil for any other backend.
+//
+// Deprecated: the orchestrator names no engine: ask the Docker backend,
+// o.Backend().(*dockerbackend.Backend).Client().
 func (o *Orchestrator) Client() client.APIClient {
-	if d, ok := o.backend.(interface{ Client() client.APIClient }); ok {
+	if d, ok := o.backend.(*dockerbackend.Backend); ok {
 		return d.Client()
 	}
 	return nil

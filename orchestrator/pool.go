@@ -113,21 +113,30 @@ type joiner struct {
 // still there: another process may have taken one (TaskSpec.TakeShared).
 const reconcileEvery = 500 * time.Millisecond
 
-// Poolable reports whether the task's samples can be pooled, and why not. A sample whose files
-// reference per-sample variables (SAMPLE_METADATA_*, COMPOSE_PROJECT_NAME, a layout's names
-// and log paths) is loaded with its own values, so no sample started in advance can stand in
-// for it.
+// Poolable reports whether the task's samples can be pooled, and why not. A backend without
+// warm pool markers (backend.Pooler) pools nothing. A sample whose files reference per-sample
+// variables (SAMPLE_METADATA_*, COMPOSE_PROJECT_NAME, a layout's names and log paths) is
+// loaded with its own values, so no sample started in advance can stand in for it.
 func (t *Task) Poolable() (bool, string) {
+	if t.o.pooler == nil {
+		return false, "the " + t.o.backend.Kind() + " backend keeps no warm pool markers"
+	}
 	return compose.Poolable(t.project)
 }
 
 // Prewarm keeps n ready samples of the task from now on (n = 0 ends the pool), started in the
 // background; it returns at once (see PoolStatus). Lowering n removes the surplus. A task that
-// cannot be pooled (see Poolable) is ErrInvalidConfig, and an EventPoolRefused says why. Pooled
+// cannot be pooled (see Poolable) is ErrInvalidConfig, on a backend without warm pools
+// (backend.Pooler) a *backend.UnsupportedError, and an EventPoolRefused says why. Pooled
 // samples are removed by Task.Cleanup.
 func (t *Task) Prewarm(ctx context.Context, n int) error {
 	if n < 0 {
 		return cbxerr.New(cbxerr.ErrInvalidConfig, fmt.Sprintf("prewarm %s: negative pool size %d", t.name, n))
+	}
+	if t.o.pooler == nil {
+		err := backend.Lacks("prewarm "+t.name, t.o.backend, "backend.Pooler")
+		t.emit(Event{Kind: EventPoolRefused, Task: t.name, Message: err.Error()})
+		return err
 	}
 	if ok, why := t.Poolable(); !ok {
 		t.emit(Event{Kind: EventPoolRefused, Task: t.name, Message: why})
@@ -288,7 +297,7 @@ func (p *pool) fill(slot *slot) {
 		p.mu.Lock()
 		p.joining[project] = &joiner{s: s}
 		p.mu.Unlock()
-		err = t.o.backend.MarkWarm(p.ctx, backend.WarmMarker{Marker: backend.Marker{Project: s.project, Task: t.name, Sample: s.id, Owner: t.o.owner}, Fingerprint: t.fingerprint(), Shared: p.shared})
+		err = t.o.pooler.MarkWarm(p.ctx, backend.WarmMarker{Marker: backend.Marker{Project: s.project, Task: t.name, Sample: s.id, Owner: t.o.owner}, Fingerprint: t.fingerprint(), Shared: p.shared})
 		markedAt = time.Now()
 	}
 	p.mu.Lock()
@@ -355,7 +364,7 @@ func (p *pool) reconcile() {
 		return
 	}
 	since := time.Now()
-	warm, err := t.o.backend.WarmProjects(p.ctx, t.name)
+	warm, err := t.o.pooler.WarmProjects(p.ctx, t.name)
 	if err != nil {
 		return
 	}
@@ -417,7 +426,7 @@ func (t *Task) takeWarm(ctx context.Context, spec SampleSpec) *Sample {
 		p.nudge()
 		id := cmp.Or(spec.ID, s.id)
 		if p.shared {
-			won, err := t.o.backend.Take(ctx, s.project)
+			won, err := t.o.pooler.Take(ctx, s.project)
 			switch {
 			case !won && err == nil:
 				// Another process took it (or removed it): it is no longer this task's.
@@ -464,11 +473,11 @@ func (s *Sample) recordTake(shared bool) {
 		ctx, cancel := teardownContext(t.life)
 		defer cancel()
 		if shared {
-			if err := t.o.backend.RecordClaim(ctx, s.marker()); err != nil {
+			if err := t.o.pooler.RecordClaim(ctx, s.marker()); err != nil {
 				// Ours, but unrecorded: `ls` shows the id it started with.
 				t.o.cfg.log.Warn("take pooled sample", "project", s.project, "err", err)
 			}
-		} else if won, err := t.o.backend.Claim(ctx, s.marker()); !won || err != nil {
+		} else if won, err := t.o.pooler.Claim(ctx, s.marker()); !won || err != nil {
 			// Nobody else takes from a pool that is not shared: the project was removed
 			// behind our back (`composebox cleanup PROJECT`), which the sample's calls report.
 			t.o.cfg.log.Warn("record the take of a pooled sample", "project", s.project, "won", won, "err", err)
@@ -551,11 +560,11 @@ func (t *Task) taken(s *Sample, start time.Time) {
 // this process as an owner too, so the sample lives while either process does; the keeper
 // sees the marker gone and forgets the sample.
 func (t *Task) takeShared(ctx context.Context, spec SampleSpec) *Sample {
-	if !t.spec.TakeShared {
+	if !t.spec.TakeShared || t.o.pooler == nil {
 		return nil
 	}
 	start := time.Now()
-	warm, err := t.o.backend.WarmProjects(ctx, t.name)
+	warm, err := t.o.pooler.WarmProjects(ctx, t.name)
 	if err != nil {
 		t.o.cfg.log.Warn("find shared warm samples", "task", t.name, "err", err)
 		return nil
@@ -566,7 +575,7 @@ func (t *Task) takeShared(ctx context.Context, spec SampleSpec) *Sample {
 			continue
 		}
 		id := cmp.Or(spec.ID, w.Sample)
-		won, err := t.o.backend.Claim(ctx, backend.Marker{Project: w.Project, Task: t.name, Sample: id, Owner: t.o.owner})
+		won, err := t.o.pooler.Claim(ctx, backend.Marker{Project: w.Project, Task: t.name, Sample: id, Owner: t.o.owner})
 		if !won {
 			if err != nil {
 				t.o.cfg.log.Warn("take shared warm sample", "project", w.Project, "err", err)
@@ -647,7 +656,7 @@ func (t *Task) stopPool(ctx context.Context) []*Sample {
 	dctx, cancel := teardownContext(ctx)
 	defer cancel()
 	return slices.DeleteFunc(ready, func(s *Sample) bool {
-		won, err := t.o.backend.Claim(dctx, s.marker())
+		won, err := t.o.pooler.Claim(dctx, s.marker())
 		if !won && err == nil {
 			t.forget(s)
 			return true

@@ -174,7 +174,11 @@ func (o *Orchestrator) pruneImages(ctx context.Context, opts PruneOptions) (back
 	if err != nil {
 		return backend.ImageReport{Removed: []backend.PrunedImage{}}, fmt.Errorf("prune images: %w", err)
 	}
-	rep, err := o.backend.PruneImages(ctx, backend.PruneImagesOptions{Task: opts.Task, Keep: live, DryRun: opts.DryRun})
+	p, ok := backend.AsPruner(o.backend)
+	if !ok {
+		return backend.ImageReport{Removed: []backend.PrunedImage{}}, backend.Lacks("prune images", o.backend, "backend.Pruner")
+	}
+	rep, err := p.PruneImages(ctx, backend.PruneImagesOptions{Task: opts.Task, Keep: live, DryRun: opts.DryRun})
 	return rep, o.engineLost(err)
 }
 
@@ -215,9 +219,13 @@ func (o *Orchestrator) knownTask(ctx context.Context, task string) error {
 	for _, p := range projects {
 		tasks = append(tasks, p.Task)
 	}
-	imgs, err := o.backend.ListImages(ctx, []string{labels.ManagedFilter})
-	if err != nil {
-		return fmt.Errorf("cleanup: %w", o.engineLost(err))
+	var imgs []backend.ImageInfo
+	if p, ok := backend.AsPruner(o.backend); ok {
+		// A backend that prunes no image leaves no task's image behind to know it by.
+		imgs, err = p.ListImages(ctx, []string{labels.ManagedFilter})
+		if err != nil {
+			return fmt.Errorf("cleanup: %w", o.engineLost(err))
+		}
 	}
 	for _, im := range imgs {
 		tasks = append(tasks, im.Labels[labels.LabelTask])

@@ -257,7 +257,7 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 // place chooses the sample's engine when the backend spans several (backend.Placer), and says
 // where it went and why.
 func (t *Task) place(ctx context.Context, s *Sample, p *types.Project) error {
-	pl, ok := t.o.backend.(backend.Placer)
+	pl, ok := backend.AsPlacer(t.o.backend)
 	if !ok {
 		s.engine = t.o.engineName()
 		return nil

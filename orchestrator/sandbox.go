@@ -48,7 +48,7 @@ type Sandbox struct {
 	isDefault bool
 	target    backend.Target
 	// io is the backend the container lives on.
-	io backend.Sandboxes
+	io backend.Backend
 	o  *Orchestrator
 	// execs bounds exec and file calls orchestrator-wide (nil: unbounded).
 	execs *gate
@@ -107,7 +107,11 @@ func (b *Sandbox) ExecDetached(ctx context.Context, req ExecRequest) (string, er
 		return "", err
 	}
 	defer end()
-	return b.io.ExecDetached(ctx, b.target, req)
+	x, ok := backend.AsDetachedExecer(b.io)
+	if !ok {
+		return "", backend.Lacks("exec detached in "+b.service, b.io, "backend.DetachedExecer")
+	}
+	return x.ExecDetached(ctx, b.target, req)
 }
 
 // ExecStream starts req and returns at once; its Events arrive as the command writes them.
@@ -139,7 +143,7 @@ func (b *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
 		return nil, err
 	}
 	defer end()
-	return b.io.ReadFile(ctx, b.target, path, DefaultReadLimit)
+	return backend.ReadFile(ctx, b.io, b.target, path, DefaultReadLimit)
 }
 
 // ReadFileTo streams the file to w, holding no copy of it, and returns the bytes written.
@@ -191,7 +195,7 @@ func (b *Sandbox) WriteFile(ctx context.Context, path string, data []byte) error
 		return err
 	}
 	defer end()
-	return b.io.WriteFile(ctx, b.target, path, data)
+	return backend.WriteFile(ctx, b.io, b.target, path, data)
 }
 
 // WriteFileFrom is WriteFile streaming size bytes from r. An r that blocks does not hold the
@@ -258,6 +262,8 @@ func (b *Sandbox) Connection(ctx context.Context) (Connection, error) {
 	if r, err := b.Exec(ctx, ExecRequest{Cmd: []string{"test", "-x", "/bin/bash"}}); err == nil && r.ExitCode == 0 {
 		shell = "bash -l"
 	}
-	c.Command = b.io.ShellCommand(info, b.target.User, shell)
+	if sh, ok := backend.AsShell(b.io); ok {
+		c.Command = sh.ShellCommand(info, b.target.User, shell)
+	}
 	return c, nil
 }

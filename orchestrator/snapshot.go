@@ -48,7 +48,7 @@ func (ss *sampleStates) put(st backend.State) {
 
 // forker is the backend's Forker, or the UnsupportedError of op.
 func (o *Orchestrator) forker(op string) (backend.Forker, error) {
-	fk, ok := o.backend.(backend.Forker)
+	fk, ok := backend.AsForker(o.backend)
 	if !ok {
 		return nil, backend.Unsupported(op, o.backend)
 	}

@@ -160,7 +160,7 @@ func (t *Task) Resolution() *compose.Resolution { return t.resolution }
 // pulls.
 func (o *Orchestrator) TaskInit(ctx context.Context, spec TaskSpec) (*Task, error) {
 	start := time.Now()
-	if _, ok := o.backend.(backend.Placer); len(spec.EngineLabels) > 0 && !ok {
+	if _, ok := backend.AsPlacer(o.backend); len(spec.EngineLabels) > 0 && !ok {
 		return nil, cbxerr.New(cbxerr.ErrInvalidConfig, "task init: engine labels choose among several engines, and this orchestrator has one (see WithEngines)")
 	}
 	info, err := o.prerequisites(ctx)
@@ -451,7 +451,7 @@ func (t *Task) cleanup(dctx context.Context) error {
 	// Anything the map missed (a sample whose own teardown failed, or whose registration
 	// raced with a crash of its caller): sweep by labels, this task's projects only.
 	// The backend retries transient engine errors, which a teardown must ride out.
-	projects, err := t.o.backend.OwnedProjects(dctx, t.name, t.o.owner)
+	projects, err := backend.OwnedProjects(dctx, t.o.backend, t.name, t.o.owner)
 	if err != nil {
 		errs = multierror.Append(errs, err)
 	}

@@ -48,9 +48,9 @@ func WithSweepStale() Option {
 // startTracking runs once per TaskInit, before anything is created: the reaper's start, the
 // task hold in the state cache, and the stale sweep of the task's name, when configured.
 func (o *Orchestrator) startTracking(ctx context.Context, task string) error {
-	if o.cfg.reaper && o.backend.Kind() == "kubernetes" {
+	if o.cfg.reaper && !backend.CapabilitiesOf(o.backend).HostReaper {
 		// The watchdog is a Docker client: on a cluster it would watch nothing.
-		return errdefs.New(errdefs.ErrPrerequisite, "the reaper (WithReaper, --reaper) watches a Docker engine, not a Kubernetes cluster: remove a killed owner's samples with cleanup --stale")
+		return errdefs.New(errdefs.ErrPrerequisite, "the reaper (WithReaper, --reaper) watches a Docker engine, not the "+o.backend.Kind()+" backend: remove a killed owner's samples with cleanup --stale")
 	}
 	if o.cfg.reaper {
 		// The watchdog reaches the engine the way this process's environment says; a client
@@ -129,7 +129,11 @@ func (s *Sample) Detach(ctx context.Context) error {
 	}
 	// The take's own record comes first, or it would overwrite the state cache's record below.
 	s.settled(ctx)
-	if err := o.backend.MarkDetached(ctx, backend.Marker{Project: s.project, Task: task, Sample: s.id}); err != nil {
+	d, ok := backend.AsDetacher(o.backend)
+	if !ok {
+		return backend.Lacks("detach sample "+s.id, o.backend, "backend.Detacher")
+	}
+	if err := d.MarkDetached(ctx, backend.Marker{Project: s.project, Task: task, Sample: s.id}); err != nil {
 		return fmt.Errorf("detach sample %s: %w", s.id, err)
 	}
 	if s.task != nil {

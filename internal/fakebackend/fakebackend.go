@@ -79,7 +79,22 @@ type watcher struct {
 	ctx    context.Context
 }
 
-var _ backend.Backend = (*Backend)(nil)
+// The fake does every optional verb the engine-free tests drive, but fork and egress. It
+// declares no Capabilities: no watchdog process sees its memory.
+var (
+	_ backend.Backend        = (*Backend)(nil)
+	_ backend.Classifier     = (*Backend)(nil)
+	_ backend.Doctor         = (*Backend)(nil)
+	_ backend.ImageMover     = (*Backend)(nil)
+	_ backend.Pruner         = (*Backend)(nil)
+	_ backend.Pooler         = (*Backend)(nil)
+	_ backend.Detacher       = (*Backend)(nil)
+	_ backend.Owners         = (*Backend)(nil)
+	_ backend.DetachedExecer = (*Backend)(nil)
+	_ backend.Diagnoser      = (*Backend)(nil)
+	_ backend.Shell          = (*Backend)(nil)
+	_ backend.FileBuffers    = (*Backend)(nil)
+)
 
 // nextID numbers containers across every fake engine, as real engines' ids are unique: a
 // backend of several fakes tells containers apart by id.

@@ -2,6 +2,7 @@ package layering
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -75,5 +76,16 @@ func TestContractNamesNoEngine(t *testing.T) {
 	bad := forbidden(deps, "github.com/docker/docker", "k8s.io", module+"lifecycle", module+"kubernetes", module+"cleanup/tracking", module+"prereqs")
 	if len(bad) > 0 {
 		t.Errorf("orchestrator/backend depends on an engine: %v", bad)
+	}
+}
+
+// The contract's own imports are the standard library and the few neutral packages its types
+// are made of: a backend is added by implementing it, never by the contract learning of it.
+func TestContractImportsOnlyNeutralPackages(t *testing.T) {
+	allowed := []string{"github.com/compose-spec/compose-go/v2/types", module + "cleanup/labels", module + "internal/errdefs"}
+	for _, i := range list(t, "{{join .Imports \" \"}}", "orchestrator/backend") {
+		if strings.Contains(strings.SplitN(i, "/", 2)[0], ".") && !slices.Contains(allowed, i) {
+			t.Errorf("orchestrator/backend imports %s, which is neither standard nor neutral", i)
+		}
 	}
 }

@@ -153,6 +153,33 @@ func (b *Backend) OnRetry(fn func(op string, err error)) { b.onRetry.Store(&fn) 
 // Kind is "docker".
 func (b *Backend) Kind() string { return "docker" }
 
+// Capabilities: the watchdog of WithReaper is a Docker client, which sees this engine.
+func (b *Backend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{HostReaper: true}
+}
+
+// The Docker backend does every optional verb composebox has.
+var (
+	_ backend.Backend        = (*Backend)(nil)
+	_ backend.Capable        = (*Backend)(nil)
+	_ backend.Classifier     = (*Backend)(nil)
+	_ backend.Doctor         = (*Backend)(nil)
+	_ backend.ImageMover     = (*Backend)(nil)
+	_ backend.Pruner         = (*Backend)(nil)
+	_ backend.Pooler         = (*Backend)(nil)
+	_ backend.Detacher       = (*Backend)(nil)
+	_ backend.Owners         = (*Backend)(nil)
+	_ backend.DetachedExecer = (*Backend)(nil)
+	_ backend.Diagnoser      = (*Backend)(nil)
+	_ backend.Shell          = (*Backend)(nil)
+	_ backend.FileBuffers    = (*Backend)(nil)
+	_ backend.EngineNamer    = (*Backend)(nil)
+	_ backend.Forker         = (*Backend)(nil)
+	_ backend.Egress         = (*Backend)(nil)
+	_ backend.SweepFinisher  = (*Backend)(nil)
+	_ backend.RetryNotifier  = (*Backend)(nil)
+)
+
 // Endpoint is the daemon's address.
 func (b *Backend) Endpoint() string { return b.raw.DaemonHost() }
 

@@ -6,8 +6,6 @@ import (
 	"github.com/composebox/composebox/orchestrator/backend"
 )
 
-var _ backend.Egress = (*Backend)(nil)
-
 // Egress is lifecycle's Egress.
 func (b *Backend) Egress(ctx context.Context, project string) (backend.EgressState, error) {
 	st, err := b.engine.Egress(ctx, project)

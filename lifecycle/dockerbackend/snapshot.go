@@ -23,8 +23,6 @@ import (
 	"github.com/composebox/composebox/orchestrator/backend"
 )
 
-var _ backend.Forker = (*Backend)(nil)
-
 // stateName is what a state's name may be: it goes into image tags and volume names.
 var stateName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,39}$`)
 

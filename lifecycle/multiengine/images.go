@@ -238,12 +238,20 @@ func (b *Backend) stream(ctx context.Context, src, dst *member, ref string) erro
 	defer cancel()
 	pr, pw := io.Pipe()
 	saved := make(chan error, 1)
+	from, err := optional[backend.ImageMover](src, "copy image "+ref, "backend.ImageMover")
+	if err != nil {
+		return err
+	}
+	to, err := optional[backend.ImageMover](dst, "copy image "+ref, "backend.ImageMover")
+	if err != nil {
+		return err
+	}
 	go func() {
-		err := src.b.SaveImages(ctx, []string{ref}, pw)
+		err := from.SaveImages(ctx, []string{ref}, pw)
 		pw.CloseWithError(err) // nil: EOF for the loader
 		saved <- err
 	}()
-	lerr := dst.b.LoadImages(ctx, pr)
+	lerr := to.LoadImages(ctx, pr)
 	if lerr != nil {
 		cancel()
 	}
@@ -276,8 +284,8 @@ func (b *Backend) SaveImages(ctx context.Context, refs []string, w io.Writer) er
 				break
 			}
 		}
-		if all {
-			return m.wrap(m.b.SaveImages(ctx, refs, w))
+		if x, ok := backend.AsImageMover(m.b); all && ok {
+			return m.wrap(x.SaveImages(ctx, refs, w))
 		}
 	}
 	return errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("save images %v: no engine has them all", refs))
@@ -286,13 +294,21 @@ func (b *Backend) SaveImages(ctx context.Context, refs []string, w io.Writer) er
 // LoadImages loads an archive into the home engine.
 func (b *Backend) LoadImages(ctx context.Context, r io.Reader) error {
 	m := b.home()
-	return m.wrap(m.b.LoadImages(ctx, r))
+	x, err := optional[backend.ImageMover](m, "load images", "backend.ImageMover")
+	if err != nil {
+		return err
+	}
+	return m.wrap(x.LoadImages(ctx, r))
 }
 
 // ListImages lists the images of every engine whose labels match sel.
 func (b *Backend) ListImages(ctx context.Context, sel []string) ([]backend.ImageInfo, error) {
 	return gather(ctx, b, func(ctx context.Context, m *member) ([]backend.ImageInfo, error) {
-		return m.b.ListImages(ctx, sel)
+		x, err := optional[backend.Pruner](m, "list images", "backend.Pruner")
+		if err != nil {
+			return nil, err
+		}
+		return x.ListImages(ctx, sel)
 	}, nil)
 }
 
@@ -300,8 +316,11 @@ func (b *Backend) ListImages(ctx context.Context, sel []string) ([]backend.Image
 func (b *Backend) PruneImages(ctx context.Context, opts backend.PruneImagesOptions) (backend.ImageReport, error) {
 	reps := make([]backend.ImageReport, len(b.members))
 	err := b.each(ctx, func(ctx context.Context, i int, m *member) error {
-		var err error
-		reps[i], err = m.b.PruneImages(ctx, opts)
+		x, err := optional[backend.Pruner](m, "prune images", "backend.Pruner")
+		if err != nil {
+			return err
+		}
+		reps[i], err = x.PruneImages(ctx, opts)
 		return err
 	})
 	out := backend.ImageReport{Removed: []backend.PrunedImage{}}

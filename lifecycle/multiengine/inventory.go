@@ -71,7 +71,7 @@ func (b *Backend) Containers(ctx context.Context, sel []string, all bool) ([]bac
 // OwnedProjects names the projects of task that owner created, on every engine.
 func (b *Backend) OwnedProjects(ctx context.Context, task, owner string) ([]string, error) {
 	return gather(ctx, b, func(ctx context.Context, m *member) ([]string, error) {
-		return m.b.OwnedProjects(ctx, task, owner)
+		return backend.OwnedProjects(ctx, m.b, task, owner)
 	}, func(m *member, p *string) { b.learn(*p, m) })
 }
 

@@ -90,7 +90,7 @@ func (m *member) ping(ctx context.Context, timeout time.Duration) (backend.Info,
 // failed records an error of a call to the engine: one that says the engine is unreachable
 // marks it down.
 func (m *member) failed(err error) {
-	if err == nil || !m.b.Unreachable(err) {
+	if err == nil || !backend.Unreachable(m.b, err) {
 		return
 	}
 	m.mu.Lock()
@@ -250,4 +250,14 @@ func (m *member) status() backend.EngineStatus {
 		s.Err = m.downErr.Error()
 	}
 	return s
+}
+
+// optional is m's engine as the optional interface T (named iface), or the *EngineError of
+// op saying the engine lacks it: several engines do what their members do.
+func optional[T any](m *member, op, iface string) (T, error) {
+	x, ok := m.b.(T)
+	if !ok {
+		return x, &backend.EngineError{Engine: m.name, Err: backend.Lacks(op, m.b, iface)}
+	}
+	return x, nil
 }

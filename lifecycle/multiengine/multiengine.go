@@ -115,6 +115,39 @@ func NewFromBackends(members []Member, opts Options) (*Backend, error) {
 // Kind is the members' kind ("docker").
 func (b *Backend) Kind() string { return b.members[0].b.Kind() }
 
+// Capabilities are those every member declares.
+func (b *Backend) Capabilities() backend.Capabilities {
+	all := true
+	for _, m := range b.members {
+		all = all && backend.CapabilitiesOf(m.b).HostReaper
+	}
+	return backend.Capabilities{HostReaper: all}
+}
+
+// Several engines do what their members do: each optional verb goes to the member that holds
+// the project (or to all of them), and fails there, naming the engine, when that member lacks
+// it. Forks and egress stay with a backend of one engine.
+var (
+	_ backend.Backend        = (*Backend)(nil)
+	_ backend.Capable        = (*Backend)(nil)
+	_ backend.Classifier     = (*Backend)(nil)
+	_ backend.Doctor         = (*Backend)(nil)
+	_ backend.ImageMover     = (*Backend)(nil)
+	_ backend.Pruner         = (*Backend)(nil)
+	_ backend.Pooler         = (*Backend)(nil)
+	_ backend.Detacher       = (*Backend)(nil)
+	_ backend.Owners         = (*Backend)(nil)
+	_ backend.DetachedExecer = (*Backend)(nil)
+	_ backend.Diagnoser      = (*Backend)(nil)
+	_ backend.Shell          = (*Backend)(nil)
+	_ backend.FileBuffers    = (*Backend)(nil)
+	_ backend.Placer         = (*Backend)(nil)
+	_ backend.EngineLister   = (*Backend)(nil)
+	_ backend.Explainer      = (*Backend)(nil)
+	_ backend.SweepFinisher  = (*Backend)(nil)
+	_ backend.RetryNotifier  = (*Backend)(nil)
+)
+
 // Endpoint lists the engines as NAME=ENDPOINT, comma-separated.
 func (b *Backend) Endpoint() string {
 	parts := make([]string, len(b.members))
@@ -215,7 +248,7 @@ func (b *Backend) Doctor(ctx context.Context, opts backend.DoctorOptions) backen
 	opts.Extra = nil
 	var wg sync.WaitGroup
 	for i, m := range b.members {
-		wg.Go(func() { reports[i] = m.b.Doctor(ctx, opts) })
+		wg.Go(func() { reports[i] = backend.RunDoctor(ctx, m.b, opts) })
 	}
 	wg.Wait()
 	out := backend.Report{OK: true}
@@ -235,12 +268,12 @@ func (b *Backend) Doctor(ctx context.Context, opts backend.DoctorOptions) backen
 
 // Transient reports an error any engine takes as passing trouble.
 func (b *Backend) Transient(err error) bool {
-	return slices.ContainsFunc(b.members, func(m *member) bool { return m.b.Transient(err) })
+	return slices.ContainsFunc(b.members, func(m *member) bool { return backend.Transient(m.b, err) })
 }
 
 // Unreachable reports an error any engine takes as its absence.
 func (b *Backend) Unreachable(err error) bool {
-	return slices.ContainsFunc(b.members, func(m *member) bool { return m.b.Unreachable(err) })
+	return slices.ContainsFunc(b.members, func(m *member) bool { return backend.Unreachable(m.b, err) })
 }
 
 // OnRetry tells fn of every retried call of every engine that retries.

@@ -39,7 +39,7 @@ func (m *member) wrapLost(err error) error {
 	if err == nil {
 		return nil
 	}
-	if m.b.Unreachable(err) || errors.Is(err, errdefs.ErrUnavailable) {
+	if backend.Unreachable(m.b, err) || errors.Is(err, errdefs.ErrUnavailable) {
 		return m.wrap(err)
 	}
 	return err

@@ -24,7 +24,11 @@ func (b *Backend) ExecDetached(ctx context.Context, t backend.Target, req backen
 	if err != nil {
 		return "", err
 	}
-	id, err := m.b.ExecDetached(ctx, t, req)
+	x, err := optional[backend.DetachedExecer](m, "exec detached", "backend.DetachedExecer")
+	if err != nil {
+		return "", err
+	}
+	id, err := x.ExecDetached(ctx, t, req)
 	return id, m.wrapLost(err)
 }
 
@@ -42,7 +46,7 @@ func (b *Backend) ReadFile(ctx context.Context, t backend.Target, path string, l
 	if err != nil {
 		return nil, err
 	}
-	data, err := m.b.ReadFile(ctx, t, path, limit)
+	data, err := backend.ReadFile(ctx, m.b, t, path, limit)
 	return data, m.wrapLost(err)
 }
 
@@ -60,7 +64,7 @@ func (b *Backend) WriteFile(ctx context.Context, t backend.Target, path string, 
 	if err != nil {
 		return err
 	}
-	return m.wrapLost(m.b.WriteFile(ctx, t, path, data))
+	return m.wrapLost(backend.WriteFile(ctx, m.b, t, path, data))
 }
 
 func (b *Backend) WriteFileFrom(ctx context.Context, t backend.Target, path string, r io.Reader, size int64) error {
@@ -101,7 +105,11 @@ func (b *Backend) Diagnose(ctx context.Context, t backend.Target) (backend.Diagn
 	if err != nil {
 		return backend.Diagnosis{}, err
 	}
-	d, err := m.b.Diagnose(ctx, t)
+	x, err := optional[backend.Diagnoser](m, "diagnose", "backend.Diagnoser")
+	if err != nil {
+		return backend.Diagnosis{}, err
+	}
+	d, err := x.Diagnose(ctx, t)
 	return d, m.wrapLost(err)
 }
 
@@ -121,5 +129,8 @@ func (b *Backend) ShellCommand(c backend.ContainerInfo, user, shell string) stri
 	if m == nil {
 		m = b.members[0]
 	}
-	return m.b.ShellCommand(c, user, shell)
+	if s, ok := backend.AsShell(m.b); ok {
+		return s.ShellCommand(c, user, shell)
+	}
+	return ""
 }

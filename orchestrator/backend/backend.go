@@ -25,17 +25,22 @@ import (
 
 // Backend runs samples: one engine, or anything that can stand for one. Its methods are safe
 // for concurrent use.
+//
+// Backend is the required contract, 21 methods: what every sample needs from start to
+// teardown. Everything else a backend may do (warm pools, image transfer and pruning, doctor,
+// fork, egress, placement over several engines...) is an optional interface of its own
+// (optional.go), found with a type assertion through the As helpers; a verb whose interface a
+// backend lacks fails with an *UnsupportedError naming the verb and the backend's kind.
 type Backend interface {
 	Engine
 	Images
 	Projects
 	Sandboxes
 	Inventory
-	Markers
 	Watcher
 }
 
-// Engine is the backend as a whole: its reachability, its fitness and its errors.
+// Engine is the backend as a whole: who it is, where it is, and whether it answers.
 type Engine interface {
 	// Kind names the implementation ("docker", "fake").
 	Kind() string
@@ -45,14 +50,6 @@ type Engine interface {
 	// Ping checks what a task cannot start without, within timeout (0: the backend's
 	// default), and returns the engine's facts. Failures are ErrPrerequisite.
 	Ping(ctx context.Context, timeout time.Duration) (Info, error)
-	// Doctor runs every check of the engine's setup, as `composebox doctor` prints them.
-	Doctor(ctx context.Context, opts DoctorOptions) Report
-	// Transient reports an error that may well pass if the same idempotent call is made again
-	// (a reset connection, an overloaded engine). A cancelled context never is.
-	Transient(err error) bool
-	// Unreachable reports an error that says the engine could not be reached at all (a
-	// stopped daemon, a socket that is gone).
-	Unreachable(err error) bool
 	// Close releases what the backend holds.
 	Close() error
 }
@@ -74,7 +71,8 @@ type Info struct {
 	NCPU int
 }
 
-// Images are the images samples run: present, built, or brought from elsewhere.
+// Images are the images samples run: present or built. Bringing images from elsewhere and
+// pruning them are optional (ImageMover, Pruner).
 type Images interface {
 	// BaseImage makes sure composebox's own base image exists and returns its reference.
 	BaseImage(ctx context.Context) (string, error)
@@ -82,16 +80,6 @@ type Images interface {
 	Image(ctx context.Context, ref string) (ImageInfo, error)
 	// Build builds svc's image as opts.Tag unless it exists, and reports whether it built.
 	Build(ctx context.Context, svc types.ServiceConfig, opts BuildOptions) (bool, error)
-	// SaveImages writes refs to w as one archive LoadImages takes, so that an image can be
-	// brought to an engine without a registry.
-	SaveImages(ctx context.Context, refs []string, w io.Writer) error
-	// LoadImages loads an archive SaveImages wrote.
-	LoadImages(ctx context.Context, r io.Reader) error
-	// ListImages lists the images carrying every label of sel ("key=value" or "key").
-	ListImages(ctx context.Context, sel []string) ([]ImageInfo, error)
-	// PruneImages removes the images composebox built for tasks, but those of the tasks in
-	// opts.Keep, those a container uses and composebox's own base image.
-	PruneImages(ctx context.Context, opts PruneImagesOptions) (ImageReport, error)
 }
 
 // PruneImagesOptions configures PruneImages.
@@ -221,27 +209,26 @@ type Removed struct {
 }
 
 // Sandboxes are the I/O of a sample's running containers. Exec and file calls are never
-// retried: a command run twice is worse than a command that failed.
+// retried: a command run twice is worse than a command that failed. Files go as streams;
+// ReadFile and WriteFile (optional.go) are their whole-buffer forms, for every backend.
 type Sandboxes interface {
+	// Exec runs req in the container and waits for it, its output bounded.
 	Exec(ctx context.Context, t Target, req ExecRequest) (ExecResult, error)
-	ExecDetached(ctx context.Context, t Target, req ExecRequest) (string, error)
+	// ExecStream starts req and hands over its streams.
 	ExecStream(ctx context.Context, t Target, req ExecRequest) (*Process, error)
-	ReadFile(ctx context.Context, t Target, path string, limit int64) ([]byte, error)
+	// ReadFileTo streams the file at path into w, failing with ErrOutputLimit past limit
+	// bytes (0: the backend's default).
 	ReadFileTo(ctx context.Context, t Target, path string, w io.Writer, limit int64) (int64, error)
-	WriteFile(ctx context.Context, t Target, path string, data []byte) error
+	// WriteFileFrom writes size bytes of r to the file at path.
 	WriteFileFrom(ctx context.Context, t Target, path string, r io.Reader, size int64) error
+	// ReadDirTo writes the directory at path to w as a tar stream.
 	ReadDirTo(ctx context.Context, t Target, path string, w io.Writer) error
+	// WriteDirFrom unpacks the tar stream r into the directory at path.
 	WriteDirFrom(ctx context.Context, t Target, path string, r io.Reader) error
 	// Inspect describes a container; a removed one is ErrNotFound.
 	Inspect(ctx context.Context, container string) (ContainerInfo, error)
-	// Diagnose explains a container that cannot run anything (a missing one is a Diagnosis
-	// with Missing set).
-	Diagnose(ctx context.Context, t Target) (Diagnosis, error)
 	// Logs streams a container's output; a removed one is ErrNotFound.
 	Logs(ctx context.Context, container string, opts LogsOptions) error
-	// ShellCommand is the command a person types to enter the container c with shell (as
-	// user, when not empty): `docker exec -it NAME sh` for Docker.
-	ShellCommand(c ContainerInfo, user, shell string) string
 }
 
 // ContainerInfo is one container as Inspect sees it.
@@ -284,14 +271,12 @@ type LogsOptions struct {
 	Stdout, Stderr io.Writer
 }
 
-// Inventory finds and removes what composebox made, by labels alone (cleanup/labels).
+// Inventory finds what composebox made, by labels alone (cleanup/labels). It is exactly what
+// Plan needs (Lister).
 type Inventory interface {
 	// Containers lists the containers carrying every label of sel ("key=value" or "key"),
 	// stopped ones too when all.
 	Containers(ctx context.Context, sel []string, all bool) ([]Container, error)
-	// OwnedProjects names the projects of task whose resources owner created, detached ones
-	// left out.
-	OwnedProjects(ctx context.Context, task, owner string) ([]string, error)
 	// ListProjects lists every composebox project, from all its kinds of resources, each
 	// summed up by a Summary.
 	ListProjects(ctx context.Context) ([]Project, error)
@@ -453,24 +438,6 @@ type SweepResult struct {
 	Removed Removed `json:"removed"`
 	// Err is why the project could not be removed completely (nil when it was).
 	Err error `json:"-"`
-}
-
-// Markers record a sample's hand-overs where every process sees them: detached, warm in a
-// pool, claimed by a SampleInit. Claims are atomic across processes.
-type Markers interface {
-	// MarkDetached hands the sample over: no owner's teardown removes it any more.
-	MarkDetached(ctx context.Context, m Marker) error
-	// MarkWarm records a ready pooled sample nobody took yet.
-	MarkWarm(ctx context.Context, m WarmMarker) error
-	// Claim takes a warm sample: true for exactly one caller, which is recorded as m.Owner.
-	Claim(ctx context.Context, m Marker) (bool, error)
-	// Take is the first half of a claim, for a process that records the claim later
-	// (RecordClaim): true for exactly one caller.
-	Take(ctx context.Context, project string) (bool, error)
-	// RecordClaim records who took a sample that Take gave.
-	RecordClaim(ctx context.Context, m Marker) error
-	// WarmProjects lists the free pooled samples of task, oldest first.
-	WarmProjects(ctx context.Context, task string) ([]WarmProject, error)
 }
 
 // Marker names a sample and the process acting on it.

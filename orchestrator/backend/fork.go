@@ -67,11 +67,11 @@ func (e *UnsupportedError) Error() string {
 
 func (e *UnsupportedError) Unwrap() error { return errors.ErrUnsupported }
 
-// Unsupported is the UnsupportedError of op on b: b's own reason when it gives one
-// (UnsupportedReason), else a generic one.
+// Unsupported is the UnsupportedError of a fork, snapshot or reset (op) on b: b's own reason
+// when it gives one (Explainer), else that it has no Forker.
 func Unsupported(op string, b Engine) error {
 	reason := "it cannot record a sample's filesystem state"
-	if r, ok := b.(interface{ UnsupportedReason(op string) string }); ok {
+	if r, ok := b.(Explainer); ok {
 		reason = r.UnsupportedReason(op)
 	}
 	return &UnsupportedError{Op: op, Backend: b.Kind(), Reason: reason}
