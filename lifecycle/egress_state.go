@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -86,17 +87,55 @@ func (e *Engine) Egress(ctx context.Context, project string) (EgressState, error
 	if _, err := stdcopy.StdCopy(&out, io.Discard, logs); err != nil {
 		return st, fmt.Errorf("egress of %s: read the gateway's log: %w", project, err)
 	}
-	sc := bufio.NewScanner(&out)
+	err = readDenials(&out, func(d egressgw.Denial) { st.Denials = append(st.Denials, d) })
+	return st, err
+}
+
+// readDenials calls fn with each egress_denied record of a gateway's log.
+func readDenials(r io.Reader, fn func(egressgw.Denial)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
 		var d struct {
 			Event string `json:"event"`
 			egressgw.Denial
 		}
 		if json.Unmarshal(sc.Bytes(), &d) == nil && d.Event == "egress_denied" {
-			st.Denials = append(st.Denials, d.Denial)
+			fn(d.Denial)
 		}
 	}
-	return st, nil
+	return sc.Err()
+}
+
+// WatchEgress follows the sample's gateway log and calls fn with each denial, from the first,
+// until ctx ends or the gateway's log ends (the gateway stopped); either returns nil.
+func (e *Engine) WatchEgress(ctx context.Context, project string, fn func(egressgw.Denial)) error {
+	gw, err := e.egressGateway(ctx, project)
+	if err != nil {
+		return err
+	}
+	logs, err := e.api.ContainerLogs(ctx, gw.ID, container.LogsOptions{ShowStdout: true, Follow: true})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("watch egress of %s: follow the gateway's log: %w", project, err)
+	}
+	defer logs.Close()
+	pr, pw := io.Pipe()
+	go func() {
+		// The gateway runs without a TTY: its log is the engine's multiplexed stream.
+		_, err := stdcopy.StdCopy(pw, io.Discard, logs)
+		pw.CloseWithError(err)
+	}()
+	stop := context.AfterFunc(ctx, func() { logs.Close() })
+	defer stop()
+	err = readDenials(pr, fn)
+	pr.Close()
+	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("watch egress of %s: read the gateway's log: %w", project, err)
+	}
+	return nil
 }
 
 // SetEgress replaces the allowlist of every service of a live sample with allow (empty: reach
