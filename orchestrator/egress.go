@@ -104,10 +104,11 @@ func (s *Sample) unwatchEgress() {
 	}
 }
 
-// restricted says whether a service of p has an egress allowlist.
+// restricted says whether a service of p has an egress allowlist, and so a gateway (one on
+// network_mode none has none: it reaches nothing already).
 func restricted(p *types.Project) bool {
 	for _, svc := range p.Services {
-		if _, ok := compose.EgressOf(svc); ok {
+		if _, ok := compose.EgressOf(svc); ok && svc.NetworkMode != "none" {
 			return true
 		}
 	}
