@@ -140,3 +140,15 @@ async def test_async_denial_event_and_set_close(bin_path, task_name, skip_on_kub
         finally:
             await events.aclose()
             await client.task_cleanup(task)
+
+
+def test_old_server_is_named():
+    from composebox import _common as c
+    from composebox.types import Version
+    old = Version(version="0.2.0", go="", compose="", api="v1", api_revision=4)
+    with pytest.raises(composebox.IncompatibleServer) as info:
+        c.check_egress_revision(old, "the server at unix:/x")
+    assert "revision 4" in str(info.value) and "revision 5" in str(info.value)
+    c.check_egress_revision(Version(version="", go="", compose="", api="v1", api_revision=5), "x")
+    with pytest.raises(TypeError):
+        c.egress_request("pkgs.test")
