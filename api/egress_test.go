@@ -1,10 +1,16 @@
 package api
 
 import (
+	"encoding/json"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/composebox/composebox/compose"
+	"github.com/composebox/composebox/internal/fakebackend"
+	"github.com/composebox/composebox/orchestrator"
 )
 
 // TestNarrowEgress: a request's egress within the server's --egress is taken; beyond it, each
@@ -28,5 +34,54 @@ func TestNarrowEgress(t *testing.T) {
 	}
 	if err := c.narrowEgress([]string{"a b"}, &p, beyond); err == nil {
 		t.Error("a rule that is not one was taken")
+	}
+}
+
+// TestFakeEgressRoutes: a live sample's egress is its lease's alone, and a list beyond the
+// server's --egress is refused naming the flag before the backend is asked; a backend without
+// egress allowlists says so.
+func TestFakeEgressRoutes(t *testing.T) {
+	f := fakebackend.New()
+	f.AddImage("fake/app:1", nil)
+	ts := startServerWith(t, Options{Ceiling: Ceiling{Policy: compose.Policy{Egress: []string{"pkgs.test"}}}}, orchestrator.WithBackend(f))
+	a, b := ts.lease(t), ts.lease(t)
+	asA, asB := map[string]string{leaseHeader: a}, map[string]string{leaseHeader: b}
+	task := ts.task(t, a, TaskRequest{Name: "fake", ComposeYAML: fakeTask})
+	sm := ts.sample(t, a, task.ID, SampleRequest{})
+	path := "/v1/samples/" + sm.Project + "/egress"
+
+	ts.do(t, "GET", path, nil, asB).wantError(t, http.StatusNotFound, "not_found")
+	ts.do(t, "PUT", path, strings.NewReader(`{"allow":[]}`), asB).wantError(t, http.StatusNotFound, "not_found")
+	ts.do(t, "PUT", path, nil, asA).wantError(t, http.StatusBadRequest, "invalid_config")
+	ts.do(t, "PUT", path, strings.NewReader(`{"allow":["a b"]}`), asA).wantError(t, http.StatusBadRequest, "invalid_config")
+	e := ts.do(t, "PUT", path, strings.NewReader(`{"allow":["pkgs.test","other.test:8080"]}`), asA).
+		wantError(t, http.StatusUnprocessableEntity, "policy_violation")
+	if !strings.Contains(e.Message, "composebox serve --egress other.test:8080") || strings.Contains(e.Message, "--egress pkgs.test") {
+		t.Errorf("beyond the ceiling: %s", e.Message)
+	}
+	ts.do(t, "PUT", path, strings.NewReader(`{"allow":["pkgs.test"]}`), asA).wantError(t, http.StatusFailedDependency, "prerequisite")
+	ts.do(t, "GET", path, nil, asA).wantError(t, http.StatusFailedDependency, "prerequisite")
+}
+
+// TestEgressDeniedEventJSON: a denial reaches /v1/events whole, under its kind.
+func TestEgressDeniedEventJSON(t *testing.T) {
+	d := orchestrator.EgressDenial{Time: time.Unix(1, 0), Service: "default", Name: "other.test", Port: 53, Protocol: "dns", Reason: "name not allowed (A query)"}
+	b, err := json.Marshal(eventJSON(orchestrator.Event{Kind: orchestrator.EventEgressDenied, Project: "p", Service: "default", Denial: &d}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Kind   string `json:"kind"`
+		Denial struct {
+			Name     string `json:"name"`
+			Protocol string `json:"protocol"`
+			Service  string `json:"service"`
+		} `json:"denial"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Kind != "egress_denied" || got.Denial.Name != "other.test" || got.Denial.Protocol != "dns" || got.Denial.Service != "default" {
+		t.Errorf("event = %s", b)
 	}
 }

@@ -78,11 +78,13 @@ type Event struct {
 	Error           string    `json:"error,omitempty"`
 	Message         string    `json:"message,omitempty"`
 	Count           int64     `json:"count,omitempty"`
+	// Denial is what the sample's egress gateway refused (egress_denied).
+	Denial *orchestrator.EgressDenial `json:"denial,omitempty"`
 }
 
 func eventJSON(e orchestrator.Event) Event {
 	out := Event{Type: "event", Kind: string(e.Kind), Time: e.Time.UTC(), Task: e.Task, Sample: e.Sample,
-		Project: e.Project, Service: e.Service, Engine: e.Engine, DurationSeconds: e.Duration.Seconds(), Message: e.Message}
+		Project: e.Project, Service: e.Service, Engine: e.Engine, DurationSeconds: e.Duration.Seconds(), Message: e.Message, Denial: e.Denial}
 	if e.Err != nil {
 		out.Error = e.Err.Error()
 	}

@@ -16,7 +16,7 @@ const APIVersion = "v1"
 // it needs, and works with every server of its APIVersion whose revision is at least that; it
 // reads both from /v1/version, which every server keeps answering, so that it can name the
 // mismatch instead of failing on a body it cannot decode.
-const APIRevision = 4
+const APIRevision = 5
 
 // Version is the body of /v1/version.
 type Version struct {

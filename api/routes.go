@@ -34,6 +34,8 @@ var routeTable = []route{
 	{"POST", "/v1/samples/{project}/fork", (*Server).forkSample},
 	{"POST", "/v1/samples/{project}/snapshots", (*Server).snapshotSample},
 	{"POST", "/v1/samples/{project}/reset", (*Server).resetSample},
+	{"GET", "/v1/samples/{project}/egress", (*Server).getEgress},
+	{"PUT", "/v1/samples/{project}/egress", (*Server).setEgress},
 	{"GET", "/v1/samples/{project}/sandboxes", (*Server).listSandboxes},
 	{"POST", "/v1/samples/{project}/sandboxes/{service}/exec", (*Server).exec},
 	{"POST", "/v1/samples/{project}/sandboxes/{service}/exec/stream", (*Server).execStream},

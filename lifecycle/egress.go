@@ -53,13 +53,19 @@ func egressServices(p *types.Project) []string {
 // internal (no route out: the engine drops its forwarded traffic, IPv4 and IPv6, whatever the
 // protocol) and adds the gateway's outbound network. It returns the restricted services.
 func prepareEgress(p *types.Project) ([]string, error) {
-	restricted := egressServices(p)
+	var restricted []string
+	for _, name := range egressServices(p) {
+		// A service on network_mode none reaches nothing already: it needs no gateway.
+		if p.Services[name].NetworkMode != "none" {
+			restricted = append(restricted, name)
+		}
+	}
 	if len(restricted) == 0 {
 		return nil, nil
 	}
 	for _, name := range restricted {
 		s := p.Services[name]
-		if s.NetworkMode != "" && s.NetworkMode != "none" {
+		if s.NetworkMode != "" {
 			return nil, cbxerr.New(cbxerr.ErrInvalidConfig, fmt.Sprintf("service %s: network_mode %s: an egress allowlist needs the service on the sample's networks", name, s.NetworkMode))
 		}
 		for key := range s.Networks {

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -86,17 +87,55 @@ func (e *Engine) Egress(ctx context.Context, project string) (EgressState, error
 	if _, err := stdcopy.StdCopy(&out, io.Discard, logs); err != nil {
 		return st, fmt.Errorf("egress of %s: read the gateway's log: %w", project, err)
 	}
-	sc := bufio.NewScanner(&out)
+	err = readDenials(&out, func(d egressgw.Denial) { st.Denials = append(st.Denials, d) })
+	return st, err
+}
+
+// readDenials calls fn with each egress_denied record of a gateway's log.
+func readDenials(r io.Reader, fn func(egressgw.Denial)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
 		var d struct {
 			Event string `json:"event"`
 			egressgw.Denial
 		}
 		if json.Unmarshal(sc.Bytes(), &d) == nil && d.Event == "egress_denied" {
-			st.Denials = append(st.Denials, d.Denial)
+			fn(d.Denial)
 		}
 	}
-	return st, nil
+	return sc.Err()
+}
+
+// WatchEgress follows the sample's gateway log and calls fn with each denial, from the first,
+// until ctx ends or the gateway's log ends (the gateway stopped); either returns nil.
+func (e *Engine) WatchEgress(ctx context.Context, project string, fn func(egressgw.Denial)) error {
+	gw, err := e.egressGateway(ctx, project)
+	if err != nil {
+		return err
+	}
+	logs, err := e.api.ContainerLogs(ctx, gw.ID, container.LogsOptions{ShowStdout: true, Follow: true})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("watch egress of %s: follow the gateway's log: %w", project, err)
+	}
+	defer logs.Close()
+	pr, pw := io.Pipe()
+	go func() {
+		// The gateway runs without a TTY: its log is the engine's multiplexed stream.
+		_, err := stdcopy.StdCopy(pw, io.Discard, logs)
+		pw.CloseWithError(err)
+	}()
+	stop := context.AfterFunc(ctx, func() { logs.Close() })
+	defer stop()
+	err = readDenials(pr, fn)
+	pr.Close()
+	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("watch egress of %s: read the gateway's log: %w", project, err)
+	}
+	return nil
 }
 
 // SetEgress replaces the allowlist of every service of a live sample with allow (empty: reach
@@ -111,17 +150,55 @@ func (e *Engine) SetEgress(ctx context.Context, project string, allow []string) 
 		return err
 	}
 	body := []byte(strings.Join(list.Strings(), "\n") + "\n")
+	gen := []byte(fmt.Sprintf("%d\n", time.Now().UnixNano()))
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	_ = tw.WriteHeader(&tar.Header{Name: "allow", Mode: 0o644, Size: int64(len(body)), ModTime: time.Now()})
 	_, _ = tw.Write(body)
+	_ = tw.WriteHeader(&tar.Header{Name: "allow.generation", Mode: 0o644, Size: int64(len(gen)), ModTime: time.Now()})
+	_, _ = tw.Write(gen)
 	_ = tw.Close()
 	dir := EgressAllowFile[:strings.LastIndex(EgressAllowFile, "/")]
 	if err := e.api.CopyToContainer(ctx, gw.ID, dir, &buf, container.CopyToContainerOptions{}); err != nil {
 		return fmt.Errorf("set egress of %s: %w", project, err)
 	}
+	// The gateway applies the list on SIGHUP, and logs the generation once it did: SetEgress
+	// returns only then, so that what the sample does next meets the new list.
+	wctx, cancel := context.WithTimeout(ctx, egressSetTimeout)
+	defer cancel()
+	logs, err := e.api.ContainerLogs(wctx, gw.ID, container.LogsOptions{ShowStdout: true, Follow: true})
+	if err != nil {
+		return fmt.Errorf("set egress of %s: follow the gateway's log: %w", project, err)
+	}
+	defer logs.Close()
+	stop := context.AfterFunc(wctx, func() { logs.Close() })
+	defer stop()
 	if err := e.api.ContainerKill(ctx, gw.ID, "HUP"); err != nil {
 		return fmt.Errorf("set egress of %s: signal the gateway: %w", project, err)
 	}
-	return nil
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := stdcopy.StdCopy(pw, io.Discard, logs)
+		pw.CloseWithError(err)
+	}()
+	defer pr.Close()
+	want := strings.TrimSpace(string(gen))
+	sc := bufio.NewScanner(pr)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var ev struct {
+			Event      string `json:"event"`
+			Generation string `json:"generation"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Event == "egress_set" && ev.Generation == want {
+			return nil
+		}
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("set egress of %s: %w", project, ctx.Err())
+	}
+	return cbxerr.New(cbxerr.ErrUnavailable, fmt.Sprintf("set egress of %s: the gateway did not apply the list within %s (is it running?)", project, egressSetTimeout))
 }
+
+// egressSetTimeout bounds how long SetEgress waits for the gateway to apply a list.
+const egressSetTimeout = 30 * time.Second

@@ -3,6 +3,11 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/composebox/composebox/compose"
 
 	cbxerr "github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/orchestrator/backend"
@@ -10,6 +15,9 @@ import (
 
 // EgressState is a sample's allowlist and the attempts its gateway refused.
 type EgressState = backend.EgressState
+
+// EgressDenial is one lookup or connection a sample's gateway refused (egress_denied).
+type EgressDenial = backend.EgressDenial
 
 func (o *Orchestrator) egressBackend(project string) (backend.Egress, error) {
 	b, ok := backend.AsEgress(o.backend)
@@ -46,4 +54,75 @@ func (s *Sample) SetEgress(ctx context.Context, allow ...string) error {
 // Egress reads the sample's allowlist and its denials.
 func (s *Sample) Egress(ctx context.Context) (EgressState, error) {
 	return s.o.Egress(ctx, s.project)
+}
+
+// watchEgress follows the denials of a sample that has an egress gateway (a service of p with
+// an allowlist) and emits each as egress_denied, until Cleanup or the task's Cleanup. A
+// backend that cannot follow them (no backend.EgressWatcher) leaves them to Egress.
+func (s *Sample) watchEgress(p *types.Project) {
+	w, ok := s.o.backend.(backend.EgressWatcher)
+	if !ok || s.task == nil || !restricted(p) {
+		return
+	}
+	ctx, cancel := context.WithCancel(s.task.life)
+	s.stopWatch = cancel
+	s.watching.Add(1)
+	go func() {
+		defer s.watching.Done()
+		defer cancel()
+		// A gateway's log ends when its container stops or is recreated (Reset): follow it
+		// again, from the start, skipping the denials already reported.
+		var last time.Time
+		backoff := time.Second
+		for ctx.Err() == nil {
+			err := w.WatchEgress(ctx, s.project, func(d EgressDenial) {
+				if !d.Time.After(last) {
+					return
+				}
+				last = d.Time
+				s.emit(Event{Kind: EventEgressDenied, Time: d.Time, Task: s.task.name, Sample: s.id, Project: s.project,
+					Service: d.Service, Message: denialMessage(d), Denial: &d})
+			})
+			if err != nil && ctx.Err() == nil {
+				s.o.cfg.log.Debug("follow the egress gateway's denials", "project", s.project, "err", err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+		}
+	}()
+}
+
+// unwatchEgress stops watchEgress and waits for it, so that no egress_denied follows
+// sample_removed.
+func (s *Sample) unwatchEgress() {
+	if s.stopWatch != nil {
+		s.stopWatch()
+		s.watching.Wait()
+	}
+}
+
+// restricted says whether a service of p has an egress allowlist, and so a gateway (one on
+// network_mode none has none: it reaches nothing already).
+func restricted(p *types.Project) bool {
+	for _, svc := range p.Services {
+		if _, ok := compose.EgressOf(svc); ok && svc.NetworkMode != "none" {
+			return true
+		}
+	}
+	return false
+}
+
+// denialMessage says what a denial refused, in a sentence.
+func denialMessage(d EgressDenial) string {
+	what := d.Name
+	if what == "" {
+		what = d.Address
+	}
+	if d.Port != 0 && d.Protocol != "dns" {
+		what = fmt.Sprintf("%s port %d", what, d.Port)
+	}
+	return fmt.Sprintf("%s %s refused: %s", d.Protocol, what, d.Reason)
 }

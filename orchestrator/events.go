@@ -22,6 +22,9 @@ const (
 	// EventSamplePlaced: a backend of several engines chose the sample's engine (Engine);
 	// Message says why (its load, whether it had the images).
 	EventSamplePlaced EventKind = "sample_placed"
+	// EventEgressDenied: the sample's egress gateway refused a lookup or a connection of
+	// Service (Denial says what and why; Message in a sentence).
+	EventEgressDenied EventKind = "egress_denied"
 )
 
 // Event is one step of a task's or sample's life. Duration is the step's own duration (for
@@ -40,6 +43,8 @@ type Event struct {
 	// Message describes the event in a sentence, where its kind alone does not (adapted), or
 	// names the step (service_progress).
 	Message string
+	// Denial is the refused attempt of an egress_denied event.
+	Denial *EgressDenial
 }
 
 // Observer receives events. It is called synchronously, so it must not block.

@@ -71,6 +71,11 @@ type Sample struct {
 	// (see snapshot.go).
 	proj   *types.Project
 	states sampleStates
+
+	// stopWatch ends the goroutine that turns the gateway's denials into egress_denied events
+	// (see watchEgress); nil when none runs.
+	stopWatch context.CancelFunc
+	watching  sync.WaitGroup
 }
 
 // stoppedService is a service whose container exists but does not run: a one-shot service
@@ -251,6 +256,7 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 		return fail(cbxerr.New(cbxerr.ErrUnavailable, fmt.Sprintf("default service %s is not running", t.defaultService)))
 	}
 	t.emit(Event{Kind: EventSampleHealthy, Task: t.name, Sample: id, Project: s.project, Duration: time.Since(start)})
+	s.watchEgress(p)
 	return s, nil
 }
 
@@ -416,6 +422,7 @@ func (s *Sample) cleanup(dctx context.Context) error {
 	}
 	start := time.Now()
 	s.settled(dctx)
+	s.unwatchEgress()
 	var errs *multierror.Error
 	if err := s.calls.stop(dctx); err != nil {
 		errs = multierror.Append(errs, err)

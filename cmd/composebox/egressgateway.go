@@ -24,6 +24,11 @@ import (
 // reads the gateway's log for them.
 const deniedEvent = "egress_denied"
 
+// setEvent is the line the gateway logs once it applied a list SetEgress wrote, with the
+// generation written beside the list (the allow file's name + ".generation"), so that SetEgress
+// returns only once the list holds.
+const setEvent = "egress_set"
+
 type egressGatewayOptions struct {
 	Allow     []string
 	AllowFile string
@@ -146,6 +151,13 @@ func runEgressGateway(ctx context.Context, stdout io.Writer, opts egressGatewayO
 			case <-hup:
 				if a, s, err := allowlists(opts); err == nil {
 					g.SetAllow(a, s)
+					gen, _ := os.ReadFile(opts.AllowFile + ".generation")
+					mu.Lock()
+					_ = enc.Encode(struct {
+						Event      string `json:"event"`
+						Generation string `json:"generation"`
+					}{setEvent, strings.TrimSpace(string(gen))})
+					mu.Unlock()
 				}
 			}
 		}

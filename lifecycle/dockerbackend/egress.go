@@ -3,6 +3,7 @@ package dockerbackend
 import (
 	"context"
 
+	"github.com/composebox/composebox/internal/egressgw"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
 
@@ -20,4 +21,14 @@ func (b *Backend) Egress(ctx context.Context, project string) (backend.EgressSta
 // SetEgress is lifecycle's SetEgress.
 func (b *Backend) SetEgress(ctx context.Context, project string, allow []string) error {
 	return b.engine.SetEgress(ctx, project, allow)
+}
+
+var _ backend.EgressWatcher = (*Backend)(nil)
+
+// WatchEgress is lifecycle's WatchEgress.
+func (b *Backend) WatchEgress(ctx context.Context, project string, fn func(backend.EgressDenial)) error {
+	return b.engine.WatchEgress(ctx, project, func(d egressgw.Denial) {
+		fn(backend.EgressDenial{Time: d.Time, Service: d.Service, Client: d.Client,
+			Name: d.Name, Address: d.Address, Port: d.Port, Protocol: d.Protocol, Reason: d.Reason})
+	})
 }

@@ -35,3 +35,13 @@ type EgressDenial struct {
 	Protocol string    `json:"protocol"`
 	Reason   string    `json:"reason"`
 }
+
+// EgressWatcher is an Egress backend that can follow a sample's denials as they happen, which
+// the orchestrator turns into egress_denied events. It is optional: without it denials are
+// only read with Egress.
+type EgressWatcher interface {
+	// WatchEgress calls fn with each denial of the sample's gateway, from its first, until ctx
+	// ends or the gateway stops (then it returns nil). A sample without a gateway is an error
+	// that wraps errdefs.ErrNotFound.
+	WatchEgress(ctx context.Context, project string, fn func(EgressDenial)) error
+}

@@ -20,7 +20,8 @@ _LAZY = {
     "PolicyViolation": "errors", "PrerequisiteError": "errors", "SandboxUnavailable": "errors",
     "ServerError": "errors", "Timeout": "errors", "Unauthorized": "errors",
     "Unsupported": "errors",
-    "Connection": "types", "DoctorCheck": "types", "DoctorReport": "types", "Event": "types",
+    "Connection": "types", "DoctorCheck": "types", "DoctorReport": "types",
+    "EgressDenial": "types", "EgressState": "types", "Event": "types",
     "ExecEvent": "types", "ExecResult": "types", "Lease": "types", "PoolStatus": "types",
     "Port": "types", "Sample": "types", "SandboxInfo": "types", "Task": "types",
     "Version": "types",
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
                          PermissionDenied, PolicyViolation, PrerequisiteError, SandboxUnavailable,
                          ServerError, Timeout, Unauthorized, Unsupported)
     from .tty import AsyncTTYSession, TTYSession
-    from .types import (Connection, DoctorCheck, DoctorReport, Event, ExecEvent, ExecResult, Lease,
+    from .types import (Connection, DoctorCheck, DoctorReport, EgressDenial, EgressState, Event, ExecEvent, ExecResult, Lease,
                         PoolStatus, Port, Sample, SandboxInfo, Task, Version)
 
 
@@ -64,6 +65,6 @@ __all__ = [
     "IsADirectory", "NotFound", "OutputLimitExceeded", "PermissionDenied", "PolicyViolation",
     "PrerequisiteError", "SandboxUnavailable", "ServerError", "Timeout", "Unauthorized",
     "Unsupported",
-    "Connection", "DoctorCheck", "DoctorReport", "Event", "ExecEvent", "ExecResult", "Lease",
+    "Connection", "DoctorCheck", "DoctorReport", "EgressDenial", "EgressState", "Event", "ExecEvent", "ExecResult", "Lease",
     "PoolStatus", "Port", "Sample", "SandboxInfo", "Task", "Version",
 ]

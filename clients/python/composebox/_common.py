@@ -279,6 +279,26 @@ def _incompatible(message: str, server: Optional[Version] = None,
                               status=status)
 
 
+# The server revision that has a live sample's egress routes and egress_denied events.
+EGRESS_API_REVISION = 5
+
+
+def check_egress_revision(v: Version, where: str) -> None:
+    """IncompatibleServer when the server predates the egress routes, naming both sides."""
+    if v.api_revision < EGRESS_API_REVISION:
+        raise IncompatibleServer(
+            f"sample egress: {where} (composebox {v.version or '(no version)'}) serves API {v.api} "
+            f"revision {v.api_revision}; a sample's egress needs revision {EGRESS_API_REVISION} "
+            "or later: upgrade composebox serve", server=v, client_version=__version__,
+            client_api=API_VERSION, min_api_revision=EGRESS_API_REVISION)
+
+
+def egress_request(allow: List[str]) -> Dict[str, Any]:
+    if isinstance(allow, (str, bytes)):
+        raise TypeError("sample egress: allow is a list of NAME[:PORT], not one string")
+    return {"allow": [str(a) for a in allow]}
+
+
 def check_version(status: int, content: bytes, where: str) -> Version:
     """The server's Version from its answer to GET /v1/version, or IncompatibleServer when it is
     not a server this client can talk to: another API, an older revision, or an answer that is

@@ -14,7 +14,7 @@ from . import _common as c
 from . import tty
 from .tty import TTYSession
 from .errors import ComposeboxError, SandboxUnavailable
-from .types import (Connection, DoctorReport, Event, ExecEvent, ExecResult, Lease, Sample,
+from .types import (Connection, DoctorReport, EgressState, Event, ExecEvent, ExecResult, Lease, Sample,
                     SandboxInfo, Task, Version)
 
 SampleRef = Union[Sample, str]
@@ -458,6 +458,24 @@ class Client:
         r = self._request("POST", c.sample_path(self._project(sample), "reset"),
                           what="sample reset", json_body={"name": name})
         return self._remember(Sample.from_json(r.json()))
+
+    def sample_egress(self, sample: SampleRef) -> EgressState:
+        """The sample's egress allowlist and the lookups and connections its gateway refused
+        (each also an ``egress_denied`` event of :meth:`events`). NotFound for a sample started
+        without an allowlist."""
+        c.check_egress_revision(self.check_server(), "the server at " + self._endpoint.describe())
+        r = self._request("GET", c.sample_path(self._project(sample), "egress"), what="sample egress")
+        return EgressState.from_json(r.json())
+
+    def sample_set_egress(self, sample: SampleRef, allow: List[str]) -> EgressState:
+        """Replace the egress allowlist (NAME[:PORT]) of every service of a live sample; ``[]``
+        closes it (a runner opens a package index for setup and closes it for the agent). A
+        name beyond the server's ``--egress`` raises PolicyViolation naming the flag."""
+        body = c.egress_request(allow)
+        c.check_egress_revision(self.check_server(), "the server at " + self._endpoint.describe())
+        r = self._request("PUT", c.sample_path(self._project(sample), "egress"),
+                          what="sample set egress", json_body=body)
+        return EgressState.from_json(r.json())
 
     def sandboxes(self, sample: SampleRef) -> List[SandboxInfo]:
         r = self._request("GET", c.sample_path(self._project(sample), "sandboxes"), what="sandboxes")

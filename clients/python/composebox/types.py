@@ -258,9 +258,53 @@ class Connection:
 
 
 @dataclass(frozen=True)
+class EgressDenial:
+    """One lookup or connection a sample's egress gateway refused (``egress_denied``): the
+    ``name`` asked for (DNS query, TLS SNI, HTTP Host) or the ``address`` when there is none,
+    the ``port``, the ``protocol`` (dns, tls, http or tcp), the ``service`` it came from and
+    why (``reason``)."""
+
+    time: str = ""
+    service: str = ""
+    client: str = ""
+    name: str = ""
+    address: str = ""
+    port: int = 0
+    protocol: str = ""
+    reason: str = ""
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "EgressDenial":
+        return cls(time=d.get("time", ""), service=d.get("service", ""), client=d.get("client", ""),
+                   name=d.get("name", ""), address=d.get("address", ""),
+                   port=int(d.get("port") or 0), protocol=d.get("protocol", ""),
+                   reason=d.get("reason", ""))
+
+
+@dataclass(frozen=True)
+class EgressState:
+    """A sample's egress allowlist and what its gateway refused so far, oldest first.
+    ``allow`` is the list every service has once it was set (empty: closed), None before any
+    set, when ``services`` holds each restricted service's own list."""
+
+    project: str
+    allow: Optional[List[str]] = None
+    services: Dict[str, List[str]] = field(default_factory=dict)
+    denials: List[EgressDenial] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "EgressState":
+        allow = d.get("allow")
+        return cls(project=d.get("project", ""), allow=None if allow is None else list(allow),
+                   services={k: list(v or []) for k, v in (d.get("services") or {}).items()},
+                   denials=[EgressDenial.from_json(x) for x in d.get("denials") or []])
+
+
+@dataclass(frozen=True)
 class Event:
     """A lifecycle event of the server's tasks and samples (``type`` "event"), or a notice that
-    this subscriber missed ``count`` events (``type`` "dropped")."""
+    this subscriber missed ``count`` events (``type`` "dropped"). An ``egress_denied`` event
+    carries what the sample's egress gateway refused in ``denial``."""
 
     type: str
     kind: str = ""
@@ -273,11 +317,14 @@ class Event:
     error: str = ""
     message: str = ""
     count: int = 0
+    denial: Optional[EgressDenial] = None
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "Event":
+        denial = d.get("denial")
         return cls(type=d.get("type", "event"), kind=d.get("kind", ""), time=d.get("time", ""),
                    task=d.get("task", ""), sample=d.get("sample", ""), project=d.get("project", ""),
                    service=d.get("service", ""), duration=float(d.get("duration_seconds") or 0.0),
                    error=d.get("error", ""), message=d.get("message", ""),
-                   count=int(d.get("count") or 0))
+                   count=int(d.get("count") or 0),
+                   denial=EgressDenial.from_json(denial) if isinstance(denial, dict) else None)
