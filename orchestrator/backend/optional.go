@@ -17,7 +17,7 @@ import (
 // rather than a verb is declared as data, in Capabilities.
 //
 // The optional interfaces declared elsewhere in this package follow the same pattern: Forker
-// (fork.go), Egress (egress.go), Placer and EngineLister (engines.go), SweepFinisher
+// (fork.go), Egress and EgressWatcher (egress.go), Placer and EngineLister (engines.go), SweepFinisher
 // (select.go), RetryNotifier (backend.go).
 
 // Capabilities are the facts about a backend that are not verbs. The zero value declares
