@@ -69,10 +69,10 @@ type container struct {
 	running  bool
 	exitCode int
 	// health is "healthy" for a service with a healthcheck, "" without one.
-	health string
-	files    map[string][]byte
-	workdir  string
-	logs     []byte
+	health  string
+	files   map[string][]byte
+	workdir string
+	logs    []byte
 	// died is closed when the container stops: the commands running in it end.
 	died chan struct{}
 }

@@ -18,18 +18,16 @@ import (
 )
 
 // DefaultScript knows a few commands: true, false, echo ARGS, cat (stdin to stdout), sleep
-// SECONDS (until killed), sh -c "exit N", test (false: the fake has no bash), printenv NAME
-// (of the request's Env), pwd and id -u (of the request's Cwd and User, which the fake has
+// SECONDS (until killed), sh -c "exit N", test (false: the fake has no bash), env (the
+// request's Env), pwd and id -u (of the request's Cwd and User, which the fake has
 // resolved against the target). Anything else is not found (127).
 func DefaultScript(ctx context.Context, _ Container, req backend.ExecRequest, stdout, stderr io.Writer) int {
 	switch req.Cmd[0] {
-	case "printenv":
-		if len(req.Cmd) == 2 {
-			v, ok := req.Env[req.Cmd[1]]
-			if !ok {
-				return 1
+	case "env":
+		if len(req.Cmd) == 1 {
+			for _, k := range slices.Sorted(maps.Keys(req.Env)) {
+				fmt.Fprintf(stdout, "%s=%s\n", k, req.Env[k])
 			}
-			fmt.Fprintln(stdout, v)
 			return 0
 		}
 	case "pwd":

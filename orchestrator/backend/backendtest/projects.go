@@ -49,9 +49,11 @@ func (e *env) testUp(t, owner *testing.T) *started {
 	})
 	states := e.start(t, owner, p)
 
+	// A backend may run the healthcheck's probe itself rather than wait for the engine's
+	// first one: the engine may then still say "starting" of a service that is ready.
 	w := state(t, states, ServiceWeb)
-	if !w.Ready || w.State != backend.StateRunning || w.Health != "healthy" || w.ContainerID == "" {
-		t.Errorf("healthchecked service after Wait: %+v, want ready, running and healthy", w)
+	if !w.Ready || w.State != backend.StateRunning || (w.Health != "healthy" && w.Health != "starting") || w.ContainerID == "" {
+		t.Errorf("healthchecked service after Wait: %+v, want ready, running and healthy (or starting)", w)
 	}
 	if o := state(t, states, ServiceOneShot); !o.Ready || o.State != "exited" || o.ExitCode != 0 {
 		t.Errorf("one-shot service after Wait: %+v, want ready, exited 0", o)
@@ -83,7 +85,7 @@ func (e *env) testUp(t, owner *testing.T) *started {
 	if err != nil || !ok {
 		t.Fatalf("list projects: %s not listed (%v)", name, err)
 	}
-	if lp.Task != e.name("task") || lp.Containers != 3 || lp.Running != 2 || lp.Health != "ok" || lp.Stale {
+	if lp.Task != e.name("task") || lp.Containers != 3 || lp.Running != 2 || (lp.Health != "ok" && lp.Health != ServiceWeb+":starting") || lp.Stale {
 		t.Errorf("listed project: %+v, want its task, 3 containers of which 2 run, health ok, not stale", lp)
 	}
 	if t.Failed() {
