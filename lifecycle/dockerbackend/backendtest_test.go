@@ -18,6 +18,7 @@ func TestBackend(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { _ = b.Close() })
 			return b
 		},
 	})

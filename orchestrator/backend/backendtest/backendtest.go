@@ -54,7 +54,7 @@ const callTimeout = 3 * time.Minute
 
 // Harness is a backend under test.
 type Harness struct {
-	// New returns the backend, once per Run; the harness closes it at the end of the run.
+	// New returns the backend, once per Run, its closing registered with t.Cleanup.
 	New func(t *testing.T) backend.Backend
 	// Prefix starts the name of every project and task the harness makes ("cbxbt-docker"):
 	// lower-case letters, digits and dashes, short enough that a project name stays under 40
@@ -93,7 +93,6 @@ func Run(t *testing.T, h Harness) {
 		t.Fatal("backendtest: a harness needs New and Prefix")
 	}
 	b := h.New(t)
-	t.Cleanup(func() { _ = b.Close() })
 	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
 	defer cancel()
 	image, err := b.BaseImage(ctx)
@@ -196,9 +195,11 @@ func (e *env) up(t, owner *testing.T, p *types.Project) error {
 	t.Helper()
 	owner.Cleanup(func() { e.down(owner, p.Name) })
 	if pl, ok := e.b.(placer); ok {
-		if _, err := pl.Place(ctx(t), backend.PlaceRequest{Project: p, Task: p.Services[firstService(p)].Labels[labels.LabelTask]}); err != nil {
+		where, err := pl.Place(ctx(t), backend.PlaceRequest{Project: p, Task: p.Services[firstService(p)].Labels[labels.LabelTask]})
+		if err != nil {
 			return fmt.Errorf("place %s: %w", p.Name, err)
 		}
+		t.Logf("project %s placed on engine %s (%s)", p.Name, where.Engine, where.Reason)
 	}
 	return e.b.Up(ctx(t), p, backend.UpOptions{})
 }
