@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,10 +37,13 @@ func (e *env) testSelect(t *testing.T) {
 	live := e.project(liveName, meta{task: liveTask}, map[string]types.ServiceConfig{"sel-live": idle()})
 	stale := e.project(staleName, meta{task: staleTask, owner: staleOwner(t), created: time.Now().Add(-3 * time.Hour)},
 		map[string]types.ServiceConfig{"sel-stale": idle()})
-	done := make(chan []backend.ServiceState, 1)
-	go func() { done <- e.startQuiet(t, stale) }()
-	e.start(t, t, live)
-	if <-done == nil {
+	var wg sync.WaitGroup
+	var ok [2]bool
+	for i, p := range []*types.Project{live, stale} {
+		wg.Go(func() { ok[i] = e.startQuiet(t, p) != nil })
+	}
+	wg.Wait()
+	if !ok[0] || !ok[1] {
 		t.FailNow()
 	}
 
