@@ -40,7 +40,9 @@ func (e *env) testDeaths(t *testing.T, s *started) {
 			if d.Project != s.name {
 				t.Fatalf("the death watch of project %s reported %+v, of another project", s.name, d)
 			}
-			if d.Container != victim.Container {
+			// Docker names the container by its name, Kubernetes by its id (namespace/pod):
+			// either is taken until backends agree.
+			if d.Container != victim.Container && d.Container != victim.ContainerID {
 				continue // the one-shot service's exit, replayed
 			}
 			info, err := e.b.Inspect(ctx(t), victim.ContainerID)
