@@ -16,9 +16,12 @@ MODULE := github.com/composebox/composebox
 RACE_PKGS := ./internal/... ./compose/... ./prereqs/... ./cleanup/... ./lifecycle/sandboxio/...
 PLAIN_PKGS := $(shell $(GO) list ./... | grep -v -E '^$(MODULE)/(internal|compose|prereqs|cleanup|lifecycle/sandboxio)(/|$$)')
 TEST_FLAGS ?= -count=1 -timeout 25m
-# The orchestrator's and the server's engine-free tests run on the in-memory backend
-# (internal/fakebackend) under -race as well: they take seconds once built.
-FAKE_PKGS := ./orchestrator/ ./api/
+# The orchestrator's, the server's and several engines' engine-free tests run on the in-memory
+# backend (internal/fakebackend) under -race as well: they take seconds once built, and
+# lifecycle/multiengine's build reuses the orchestrator's instrumented compose library (about
+# 25 s more). The fake's own run of the backend harness (orchestrator/backend/backendtest) is
+# in RACE_PKGS, with internal/.
+FAKE_PKGS := ./orchestrator/ ./api/ ./lifecycle/multiengine/
 FAKE_TESTS := ^TestFake
 
 .PHONY: build wheel test test-python test-python-k8s test-inspect test-inspect-k8s lint docker k8s k8s-down demo docs bench bench-floor bench-pool bench-api bench-engines bench-k8s bench-startup bench-inspect bench-fork bench-egress clean

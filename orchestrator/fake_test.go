@@ -208,7 +208,7 @@ func TestFakeFailedSampleIsTornDown(t *testing.T) {
 	f.Exits = map[string]int{"db": 1}
 	task := fakeTask(t, o, orchestrator.TaskSpec{Name: "failing"})
 	_, err := task.SampleInit(t.Context(), orchestrator.SampleSpec{})
-	if !errors.Is(err, orchestrator.ErrUnavailable) || !strings.Contains(err.Error(), "db exited 1") {
+	if !errors.Is(err, orchestrator.ErrUnavailable) || !strings.Contains(err.Error(), "service db") || !strings.Contains(err.Error(), "exit code 1") {
 		t.Fatalf("want unavailable naming db: %v", err)
 	}
 	if left := f.Projects(); len(left) != 0 {

@@ -48,6 +48,8 @@ type Backend struct {
 	// Exits makes the named services exit with that code as soon as they start (a one-shot
 	// service: 0 is done, anything else fails the sample).
 	Exits map[string]int
+	// ExitOutput is what the named services of Exits print before they exit (their logs).
+	ExitOutput map[string]string
 
 	mu         sync.Mutex
 	script     Script
@@ -66,9 +68,11 @@ type container struct {
 	Container
 	running  bool
 	exitCode int
-	files    map[string][]byte
-	workdir  string
-	logs     []byte
+	// health is "healthy" for a service with a healthcheck, "" without one.
+	health  string
+	files   map[string][]byte
+	workdir string
+	logs    []byte
 	// died is closed when the container stops: the commands running in it end.
 	died chan struct{}
 }
@@ -308,8 +312,12 @@ func (b *Backend) Up(ctx context.Context, p *types.Project, opts backend.UpOptio
 		if c.workdir == "" {
 			c.workdir = "/"
 		}
+		if svc.HealthCheck != nil && !svc.HealthCheck.Disable {
+			c.health = "healthy"
+		}
 		if code, ok := b.Exits[name]; ok {
-			c.running, c.exitCode = false, code
+			c.running, c.exitCode, c.health = false, code, ""
+			c.logs = []byte(b.ExitOutput[name])
 			close(c.died)
 		}
 		b.containers[id] = c
@@ -321,34 +329,36 @@ func (b *Backend) Up(ctx context.Context, p *types.Project, opts backend.UpOptio
 }
 
 // Wait reports every service: running ones are ready, one that exited 0 is done, any other
-// fails the wait with ErrUnavailable.
+// fails the wait with a *backend.NotReadyError naming it, with its logs.
 func (b *Backend) Wait(_ context.Context, p *types.Project, opts backend.WaitOptions) ([]backend.ServiceState, error) {
+	start := time.Now()
 	b.mu.Lock()
 	if err := b.callLocked("Wait"); err != nil {
 		b.mu.Unlock()
 		return nil, err
 	}
-	var states []backend.ServiceState
-	var failed []string
+	var states, failed []backend.ServiceState
 	for _, c := range b.containers {
 		if c.Project != p.Name {
 			continue
 		}
-		st := backend.ServiceState{Service: c.Service, ContainerID: c.ID, Container: c.Name, State: "running", Ready: true,
+		st := backend.ServiceState{Service: c.Service, ContainerID: c.ID, Container: c.Name, State: "running", Health: c.health, Ready: true,
 			WorkingDir: c.workdir, User: p.Services[c.Service].User}
 		if !c.running {
 			st.State, st.ExitCode, st.Ready = "exited", c.exitCode, c.exitCode == 0
 			if c.exitCode != 0 {
-				failed = append(failed, fmt.Sprintf("%s exited %d", c.Service, c.exitCode))
+				st.Logs = string(c.logs)
+				failed = append(failed, st)
 			}
 		}
 		states = append(states, st)
 	}
 	b.mu.Unlock()
-	slices.SortFunc(states, func(a, b backend.ServiceState) int { return strings.Compare(a.Service, b.Service) })
+	byService := func(a, b backend.ServiceState) int { return strings.Compare(a.Service, b.Service) }
+	slices.SortFunc(states, byService)
 	if len(failed) > 0 {
-		slices.Sort(failed)
-		return states, errdefs.New(errdefs.ErrUnavailable, fmt.Sprintf("project %s not ready: %s", p.Name, strings.Join(failed, "; ")))
+		slices.SortFunc(failed, byService)
+		return states, &backend.NotReadyError{Project: p.Name, Reason: "exited", Waited: time.Since(start), Services: failed}
 	}
 	if opts.OnReady != nil {
 		for _, st := range states {
@@ -578,58 +588,58 @@ func (b *Backend) ListProjects(_ context.Context) ([]backend.Project, error) {
 	return b.listLocked(), nil
 }
 
+// listLocked sums each project up with backend.Summary, as every backend does: owners,
+// staleness, pool state, health and counts follow the same policy.
 func (b *Backend) listLocked() []backend.Project {
-	var out []backend.Project
-	for name, res := range b.resourcesLocked() {
-		p := backend.Project{Name: name}
-		for _, lbl := range res {
-			p.Task = cmpOr(p.Task, lbl[labels.LabelTask])
-			p.Sample = cmpOr(p.Sample, lbl[labels.LabelSample])
-			if o := lbl[labels.LabelOwner]; o != "" && p.Owner != labels.OwnerDetached {
-				p.Owner = o
-			}
-			if t, err := time.Parse(time.RFC3339Nano, lbl[labels.LabelCreated]); err == nil && (p.Created.IsZero() || t.Before(p.Created)) {
-				p.Created = t
-			}
+	sums := map[string]*backend.Summary{}
+	sum := func(project string, lbl map[string]string) *backend.Summary {
+		s := sums[project]
+		if s == nil {
+			s = backend.NewSummary(project)
+			sums[project] = s
 		}
-		if _, detached := b.markers[labels.MarkerName(labels.MarkerDetached, name)]; detached {
-			p.Owner = labels.OwnerDetached
-		}
-		p.Stale = b.dead[p.Owner]
-		switch {
-		case p.Owner == labels.OwnerDetached:
-			p.Status = backend.StatusDetached
-		case p.Stale:
-			p.Status = backend.StatusStale
-		default:
-			p.Status = backend.StatusAlive
-		}
-		for _, c := range b.containers {
-			if c.Project == name {
-				p.Containers++
-				p.ContainerNames = append(p.ContainerNames, c.Name)
-				if c.running {
-					p.Running++
-				}
-			}
-		}
-		slices.Sort(p.ContainerNames)
-		for _, lbl := range b.networks {
-			if lbl[labels.ComposeProjectLabel] == name {
-				p.Networks++
-			}
-		}
-		out = append(out, p)
+		s.Labels(lbl, time.Time{})
+		return s
 	}
-	slices.SortFunc(out, func(a, b backend.Project) int { return strings.Compare(a.Name, b.Name) })
+	for _, c := range b.containers {
+		sum(c.Project, c.Labels).Container(backend.SummaryContainer{Name: c.Name, Service: c.Service, State: c.state(),
+			ExitCode: c.exitCode, ExitKnown: !c.running, Health: c.health})
+	}
+	for _, lbl := range b.networks {
+		sum(lbl[labels.ComposeProjectLabel], lbl).Network(1)
+	}
+	// Only a marker says that a project is detached, warm or claimed.
+	rank := map[string]int{labels.PoolPooled: 1, labels.PoolWarm: 2, labels.PoolClaimed: 3}
+	for name, lbl := range b.markers {
+		project := lbl[labels.ComposeProjectLabel]
+		s := sum(project, lbl)
+		switch name {
+		case labels.MarkerName(labels.MarkerDetached, project):
+			s.Detached()
+		case labels.MarkerName(labels.MarkerClaim, project):
+			s.Sample(lbl[labels.LabelSample])
+		}
+		if pool := lbl[labels.LabelPool]; rank[pool] > rank[s.PoolState()] {
+			s.Pool(pool)
+		}
+	}
+	statuses := backend.OwnerStatuses()
+	status := func(owner string) backend.OwnerStatus {
+		if b.dead[owner] {
+			return backend.StatusStale
+		}
+		// A test names owners freely ("me"): what no host can check is taken as alive here.
+		if st := statuses(owner); st != backend.StatusUnknown {
+			return st
+		}
+		return backend.StatusAlive
+	}
+	out := make([]backend.Project, 0, len(sums))
+	for _, s := range sums {
+		out = append(out, s.Project(status))
+	}
+	backend.SortProjects(out)
 	return out
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // Sweep is backend.Sweep, the selection and sweep every backend shares.

@@ -3,6 +3,7 @@ package fakebackend
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,10 +18,33 @@ import (
 )
 
 // DefaultScript knows a few commands: true, false, echo ARGS, cat (stdin to stdout), sleep
-// SECONDS (until killed), sh -c "exit N", and test (false: the fake has no bash). Anything
-// else is not found (127).
+// SECONDS (until killed), sh -c "exit N", test (false: the fake has no bash), env (the
+// request's Env), pwd and id -u (of the request's Cwd and User, which the fake has
+// resolved against the target). Anything else is not found (127).
 func DefaultScript(ctx context.Context, _ Container, req backend.ExecRequest, stdout, stderr io.Writer) int {
 	switch req.Cmd[0] {
+	case "env":
+		if len(req.Cmd) == 1 {
+			for _, k := range slices.Sorted(maps.Keys(req.Env)) {
+				fmt.Fprintf(stdout, "%s=%s\n", k, req.Env[k])
+			}
+			return 0
+		}
+	case "pwd":
+		fmt.Fprintln(stdout, req.Cwd)
+		return 0
+	case "id":
+		if len(req.Cmd) == 2 && req.Cmd[1] == "-u" {
+			uid, _, _ := strings.Cut(req.User, ":")
+			switch uid {
+			case "", "root":
+				uid = "0"
+			case "sandbox":
+				uid = "1000"
+			}
+			fmt.Fprintln(stdout, uid)
+			return 0
+		}
 	case "true":
 		return 0
 	case "false", "test":
@@ -60,6 +84,10 @@ func DefaultScript(ctx context.Context, _ Container, req backend.ExecRequest, st
 	fmt.Fprintf(stderr, "%s: not found\n", req.Cmd[0])
 	return 127
 }
+
+// DefaultReadLimit is ReadFile's size limit when the caller passes 0, as on a real engine
+// (negative: none).
+const DefaultReadLimit = 100 << 20
 
 // running finds a container that can run a command, as a lost engine, a gone container or a
 // stopped one fails it: ErrUnavailable.
@@ -105,6 +133,16 @@ func (b *Backend) run(ctx context.Context, t backend.Target, c *container, scrip
 		case <-rctx.Done():
 		}
 	}()
+	// The script sees where and as whom the command runs, as the target resolves them.
+	switch {
+	case req.Cwd != "":
+		req.Cwd = resolve(t, req.Cwd)
+	case t.WorkingDir != "":
+		req.Cwd = t.WorkingDir
+	default:
+		req.Cwd = c.workdir
+	}
+	req.User = cmp.Or(req.User, t.User)
 	var stdout, stderr bytes.Buffer
 	code := script(rctx, c.Container, req, &sink{buf: &stdout, w: req.Stdout, kind: backend.Stdout, deliver: deliver}, &sink{buf: &stderr, w: req.Stderr, kind: backend.Stderr, deliver: deliver})
 	res := backend.ExecResult{ExitCode: code, StdoutBytes: int64(stdout.Len()), StderrBytes: int64(stderr.Len()), Duration: time.Since(start)}
@@ -212,7 +250,10 @@ func (b *Backend) ReadFileTo(_ context.Context, t backend.Target, p string, w io
 	if !ok {
 		return 0, errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("read %s in %s: no such file", abs, t.Service))
 	}
-	if limit >= 0 && int64(len(data)) > limit {
+	if limit == 0 {
+		limit = DefaultReadLimit
+	}
+	if limit > 0 && int64(len(data)) > limit {
 		n, _ := w.Write(data[:limit])
 		return int64(n), errdefs.New(errdefs.ErrOutputLimit, fmt.Sprintf("read %s in %s: larger than %d bytes", abs, t.Service, limit))
 	}
