@@ -6,8 +6,8 @@ import (
 
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/engine"
-	"github.com/composebox/composebox/lifecycle/dockerbackend"
 	"github.com/composebox/composebox/kubernetes"
+	"github.com/composebox/composebox/lifecycle/dockerbackend"
 	"github.com/composebox/composebox/lifecycle/multiengine"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
