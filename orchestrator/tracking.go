@@ -33,8 +33,9 @@ import (
 // the watchdog in the re-executed copy; without that call TaskInit fails with ErrPrerequisite.
 // A program whose samples run elsewhere than on Docker engines (WithBackend of a Kubernetes
 // backend) calls backends.ReaperMain (orchestrator/backends) instead, whose watchdog rebuilds
-// the backend from its description and removes the dead process's samples through it. The watchdog works by re-executing os.Executable(): a program that clears
-// its environment or whose executable is replaced on disk gets no watchdog.
+// the backend from its description and removes the dead process's samples through it. The
+// watchdog works by re-executing os.Executable(): a program that clears its environment or
+// whose executable is replaced on disk gets no watchdog.
 func WithReaper() Option {
 	return func(c *config) error { c.reaper = true; return nil }
 }
@@ -77,8 +78,8 @@ func (o *Orchestrator) startTracking(ctx context.Context, task string) error {
 }
 
 // describe says how the watchdog makes this orchestrator's backend again: several engines by
-// their endpoints, a backend that describes itself as it says, any other by its kind, from the
-// environment.
+// their endpoints, a backend that describes itself as it says, any other by its kind (and a
+// Docker one by its endpoint).
 func (o *Orchestrator) describe() (backend.Description, error) {
 	if len(o.cfg.engines) > 0 {
 		d := backend.Description{Kind: "docker"}
@@ -94,7 +95,11 @@ func (o *Orchestrator) describe() (backend.Description, error) {
 	if ds, ok := o.backend.(backend.Describer); ok {
 		return ds.Describe()
 	}
-	return backend.Description{Kind: o.backend.Kind()}, nil
+	d := backend.Description{Kind: o.backend.Kind()}
+	if d.Kind == "docker" {
+		d.Endpoint = o.backend.Endpoint()
+	}
+	return d, nil
 }
 
 // endTracking forgets this process's hold on task once its last Task of that name is cleaned
