@@ -52,7 +52,8 @@ func TestKubernetesReaperRemovesAKilledUpsSample(t *testing.T) {
 	var owner string
 	if err := waitNamespaces(ctx, c.admin, sel, 3*time.Minute, func(nss []corev1.Namespace) bool {
 		for _, ns := range nss {
-			owner = ns.Labels[labels.LabelOwner]
+			// Label values cannot hold the owner's colons: the annotation has it as written.
+			owner = ns.Annotations[labels.LabelOwner]
 		}
 		return owner != ""
 	}); err != nil {
@@ -131,5 +132,32 @@ func waitNamespaces(ctx context.Context, cs k8s.Interface, sel string, timeout t
 				}
 			}
 		}
+	}
+}
+
+// A library program on a cluster (orchestrator.WithBackend of a Kubernetes backend, with
+// WithReaper, its main calling backends.ReaperMain) gets the same watchdog: its sample's
+// namespace goes once it is killed with SIGKILL.
+func TestKubernetesReaperOfALibraryOwner(t *testing.T) {
+	c := newOnCluster(t)
+	task := uniqueTask("k8sreaplib")
+	t.Cleanup(func() {
+		_, _, _ = runCLI(t, append(slices.Clone(c.flags), "cleanup", "--all", "--task", task)...)
+	})
+	owner := startOwner(t, "own+reaper", task, helperKubeconfigEnv+"="+c.kubeconfig, helperRegistryEnv+"="+c.registry)
+	if !reaperRunning(owner.owner) {
+		t.Fatalf("no watchdog for %s", owner.owner)
+	}
+	ctx := t.Context()
+	sel := labels.LabelTask + "=" + task
+	if err := waitNamespaces(ctx, c.admin, sel, time.Minute, func(nss []corev1.Namespace) bool { return len(nss) == 1 }); err != nil {
+		t.Fatalf("the owner's namespace: %v", err)
+	}
+	owner.kill()
+	if err := waitNamespaces(ctx, c.admin, sel, 2*time.Minute, func(nss []corev1.Namespace) bool { return len(nss) == 0 }); err != nil {
+		t.Fatalf("the killed owner's namespace %s is still there: %v", owner.project, err)
+	}
+	if !poll(30*time.Second, func() bool { return !reaperRunning(owner.owner) }) {
+		t.Errorf("the watchdog of %s is still running after removing its sample", owner.owner)
 	}
 }
