@@ -121,6 +121,9 @@ type Backend struct {
 	storageClass string
 	volumeRoot   string
 	dns          []netip.Addr
+	// kubeconfig is the kubeconfig file the backend was made from ("" when made from a
+	// rest.Config), for Describe.
+	kubeconfig string
 	// dead holds the containers (namespace/pod) found dead: see knownDead.
 	dead sync.Map
 	// egress caches what the network policies confine samples from (egress.go).
@@ -148,11 +151,17 @@ var (
 // New connects to the cluster opts names. Nothing is contacted until the first call.
 func New(opts Options) (*Backend, error) {
 	cfg := opts.Config
+	kubeconfig := ""
 	if cfg == nil {
 		path, err := KubeconfigPath(opts.Kubeconfig)
 		if err != nil {
 			return nil, err
 		}
+		// Absolute, so that a watchdog rebuilding this backend elsewhere (Describe) reads the same file.
+		if abs, err := filepath.Abs(path); err == nil {
+			path = abs
+		}
+		kubeconfig = path
 		cfg, err = clientcmd.BuildConfigFromFlags("", path)
 		if err != nil {
 			return nil, errdefs.Wrap(errdefs.ErrPrerequisite, err, "kubernetes: load kubeconfig "+path)
@@ -182,7 +191,7 @@ func New(opts Options) (*Backend, error) {
 		return nil, errdefs.New(errdefs.ErrInvalidConfig, "kubernetes: volume root "+root+": not a clean absolute directory (set "+EnvVolumeRoot+")")
 	}
 	b := &Backend{cfg: cfg, cs: cs, registry: reg, docker: opts.Docker, log: opts.Logger, start: opts.StartTimeout,
-		storageClass: opts.StorageClass, volumeRoot: root, dns: dns}
+		storageClass: opts.StorageClass, volumeRoot: root, dns: dns, kubeconfig: kubeconfig}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/composebox/composebox/orchestrator/backend"
 )
@@ -16,5 +17,11 @@ func (o *Orchestrator) forkCheck() backend.Check {
 		}
 		return backend.Check{Name: "fork", Status: backend.Warn, Detail: "fork, snapshot and reset are not supported: " + detail}
 	}
-	return backend.Check{Name: "fork", Status: backend.Pass, Detail: o.backend.Kind() + " backend: fork, snapshot and reset supported (files and volumes; processes start afresh)"}
+	what := o.backend.Kind() + " backend"
+	if el, ok := o.backend.(backend.EngineLister); ok && len(el.Engines()) > 1 {
+		// Each verb runs on the engine that holds the sample, where its forks go too.
+		what = fmt.Sprintf("%s backend over %d engines", o.backend.Kind(), len(el.Engines()))
+		return backend.Check{Name: "fork", Status: backend.Pass, Detail: what + ": fork, snapshot and reset supported on every engine, each on the engine that holds the sample, where its forks start too (files and volumes; processes start afresh)"}
+	}
+	return backend.Check{Name: "fork", Status: backend.Pass, Detail: what + ": fork, snapshot and reset supported (files and volumes; processes start afresh)"}
 }

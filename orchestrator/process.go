@@ -42,6 +42,16 @@ func Reap(ctx context.Context, owner string, opts ReapOptions) ([]backend.SweepR
 	return tracking.Reap(ctx, owner, opts)
 }
 
+// ReapBackend waits for owner to die and then removes its samples through b's own listing and
+// Down: Reap on any backend (a Kubernetes cluster, say). opts.Client and opts.Engines are not
+// used.
+func ReapBackend(ctx context.Context, b backend.Remover, owner string, opts ReapOptions) ([]backend.SweepResult, error) {
+	return tracking.ReapBackend(ctx, b, owner, opts)
+}
+
 // ReaperMain runs the watchdog when this process was started as one, and reports whether it
-// was; a program that uses WithReaper calls it first thing in main.
+// was; a program that uses WithReaper calls it first thing in main. Its watchdog is a Docker
+// client of the owner's engines: a program whose samples may run elsewhere (a Kubernetes
+// cluster) calls backends.ReaperMain (orchestrator/backends) instead, whose watchdog removes
+// them through the backend itself.
 func ReaperMain() bool { return tracking.ReaperMain() }

@@ -212,7 +212,7 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 			t.emit(Event{Kind: EventServiceProgress, Task: t.name, Sample: id, Project: s.project, Service: service, Message: status, Duration: time.Since(start)})
 		}
 	}
-	if err := t.place(ctx, s, p); err != nil {
+	if err := t.place(ctx, s, p, spec.from); err != nil {
 		return fail(err)
 	}
 	if spec.from != nil {
@@ -261,14 +261,19 @@ func (t *Task) startSample(ctx context.Context, spec SampleSpec, refill *slot) (
 }
 
 // place chooses the sample's engine when the backend spans several (backend.Placer), and says
-// where it went and why.
-func (t *Task) place(ctx context.Context, s *Sample, p *types.Project) error {
+// where it went and why. A sample started from a state (from) goes to that state's engine.
+func (t *Task) place(ctx context.Context, s *Sample, p *types.Project, from *backend.State) error {
 	pl, ok := backend.AsPlacer(t.o.backend)
 	if !ok {
 		s.engine = t.o.engineName()
 		return nil
 	}
-	where, err := pl.Place(ctx, backend.PlaceRequest{Project: p, Task: t.name, Labels: t.spec.EngineLabels})
+	req := backend.PlaceRequest{Project: p, Task: t.name, Labels: t.spec.EngineLabels}
+	if from != nil {
+		// A sample started from a recorded state goes where the state is.
+		req.From = from.Project
+	}
+	where, err := pl.Place(ctx, req)
 	if err != nil {
 		return err
 	}

@@ -52,6 +52,12 @@ func (o *Orchestrator) forker(op string) (backend.Forker, error) {
 	if !ok {
 		return nil, backend.Unsupported(op, o.backend)
 	}
+	// Over several engines each verb runs on the sample's engine, which must itself fork.
+	if c, ok := o.backend.(interface{ ForkCheck(op string) error }); ok {
+		if err := c.ForkCheck(op); err != nil {
+			return nil, err
+		}
+	}
 	return fk, nil
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/compose"
-	"github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
 
@@ -30,10 +29,13 @@ import (
 // ever removes projects whose owner label is exactly this process's. A process starts at most
 // one watchdog, however many orchestrators it makes.
 //
-// The program's main must call tracking.ReaperMain first thing (a test binary: its TestMain),
-// which runs the watchdog in the re-executed copy; without that call TaskInit fails with
-// ErrPrerequisite. The watchdog works by re-executing os.Executable(): a program that clears
-// its environment or whose executable is replaced on disk gets no watchdog.
+// The program's main must call ReaperMain first thing (a test binary: its TestMain), which runs
+// the watchdog in the re-executed copy; without that call TaskInit fails with ErrPrerequisite.
+// A program whose samples run elsewhere than on Docker engines (WithBackend of a Kubernetes
+// backend) calls backends.ReaperMain (orchestrator/backends) instead, whose watchdog rebuilds
+// the backend from its description and removes the dead process's samples through it. The
+// watchdog works by re-executing os.Executable(): a program that clears its environment or
+// whose executable is replaced on disk gets no watchdog.
 func WithReaper() Option {
 	return func(c *config) error { c.reaper = true; return nil }
 }
@@ -48,28 +50,12 @@ func WithSweepStale() Option {
 // startTracking runs once per TaskInit, before anything is created: the reaper's start, the
 // task hold in the state cache, and the stale sweep of the task's name, when configured.
 func (o *Orchestrator) startTracking(ctx context.Context, task string) error {
-	if o.cfg.reaper && !backend.CapabilitiesOf(o.backend).HostReaper {
-		// The watchdog is a Docker client: on a cluster it would watch nothing.
-		return errdefs.New(errdefs.ErrPrerequisite, "the reaper (WithReaper, --reaper) watches a Docker engine, not the "+o.backend.Kind()+" backend: remove a killed owner's samples with cleanup --stale")
-	}
 	if o.cfg.reaper {
-		// The watchdog reaches the engine the way this process's environment says; a client
-		// or backend given with WithClient or WithBackend may point elsewhere, so pass its
-		// endpoint on.
-		host := ""
-		if o.cfg.client != nil || o.cfg.backend != nil {
-			host = o.backend.Endpoint()
+		d, err := o.describe()
+		if err != nil {
+			return fmt.Errorf("start reaper: %w", err)
 		}
-		// Samples spread over several engines: the watchdog sweeps each of them.
-		var engines []string
-		for _, e := range o.cfg.engines {
-			ep, err := e.EndpointOf()
-			if err != nil {
-				return err
-			}
-			engines = append(engines, ep.String())
-		}
-		if err := tracking.StartReaper(ctx, o.owner, host, o.cfg.stateDir, engines...); err != nil {
+		if err := tracking.StartReaper(ctx, o.owner, o.cfg.stateDir, d); err != nil {
 			return err
 		}
 	}
@@ -89,6 +75,37 @@ func (o *Orchestrator) startTracking(ctx context.Context, task string) error {
 		}
 	}
 	return nil
+}
+
+// describe says how the watchdog makes this orchestrator's backend again: several engines by
+// their endpoints, a backend that describes itself as it says, any other by its kind (and a
+// Docker one by its endpoint).
+func (o *Orchestrator) describe() (backend.Description, error) {
+	d, err := o.describeBackend()
+	d.HostReaper = backend.CapabilitiesOf(o.backend).HostReaper
+	return d, err
+}
+
+func (o *Orchestrator) describeBackend() (backend.Description, error) {
+	if len(o.cfg.engines) > 0 {
+		d := backend.Description{Kind: "docker"}
+		for _, e := range o.cfg.engines {
+			ep, err := e.EndpointOf()
+			if err != nil {
+				return d, err
+			}
+			d.Engines = append(d.Engines, backend.DescribedEngine{Name: e.Name, Endpoint: ep.String()})
+		}
+		return d, nil
+	}
+	if ds, ok := o.backend.(backend.Describer); ok {
+		return ds.Describe()
+	}
+	d := backend.Description{Kind: o.backend.Kind()}
+	if d.Kind == "docker" {
+		d.Endpoint = o.backend.Endpoint()
+	}
+	return d, nil
 }
 
 // endTracking forgets this process's hold on task once its last Task of that name is cleaned

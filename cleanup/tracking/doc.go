@@ -6,7 +6,9 @@
 //   - a state cache of held tasks and live samples (Cache), which is only a cache;
 //   - selection of projects to remove (Plan and Sweep, by a backend.Selector), the removal
 //     itself being package cleanup's;
-//   - the watchdog that removes a dead owner's projects (Reap, and the re-executed process
-//     StartReaper starts and ReaperMain runs);
+//   - the watchdog that removes a dead owner's projects (Reap on Docker engines, ReapBackend
+//     through any backend's own verbs, and the re-executed process StartReaper starts and
+//     ReaperMain or ReaperMainWith runs, the latter rebuilding the owner's backend from its
+//     description);
 //   - the hand-over of a sample as detached (MarkDetached).
 package tracking

@@ -2,6 +2,7 @@ package tracking
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/engine"
 	"github.com/composebox/composebox/internal/errdefs"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // The watchdog is the owner's own executable re-executed (like moby's reexec), in two stages so
@@ -25,7 +27,13 @@ const (
 	reaperStageEnv = "COMPOSEBOX_REAPER_STAGE"
 	// reaperEnginesEnv lists the engines to sweep, one endpoint a line (engine.ParseEndpoint).
 	reaperEnginesEnv = "COMPOSEBOX_REAPER_ENGINES"
+	// reaperBackendEnv is the owner's backend as JSON (backend.Description), which a watchdog
+	// that can rebuild backends (ReaperMainWith) removes the owner's projects through.
+	reaperBackendEnv = "COMPOSEBOX_REAPER_BACKEND"
 )
+
+// Rebuild makes, in the watchdog, the backend its owner described; the watchdog closes it.
+type Rebuild func(ctx context.Context, d backend.Description) (backend.Backend, error)
 
 var (
 	reaperMu      sync.Mutex
@@ -33,7 +41,22 @@ var (
 	// reaperMainCalled records that this program's main calls ReaperMain, without which a
 	// re-executed copy of it would run as the program itself.
 	reaperMainCalled bool
+	// reaperRebuild is the factory the program's main gave ReaperMainWith: with it the
+	// watchdog removes projects through the backend's own verbs, on any backend; without it
+	// the watchdog is a Docker client of the owner's engines.
+	reaperRebuild Rebuild
 )
+
+// ReaperMainWith is ReaperMain for a program that can rebuild any of its backends from a
+// description (orchestrator/backends' ReaperMain): its watchdog lists the dead owner's
+// projects through the rebuilt backend and removes them with its Down, so that a reaper
+// works on whatever runs the samples (a Kubernetes cluster as well as Docker engines).
+func ReaperMainWith(rebuild Rebuild) bool {
+	reaperMu.Lock()
+	reaperRebuild = rebuild
+	reaperMu.Unlock()
+	return ReaperMain()
+}
 
 // ReaperMain turns this process into a stage of the watchdog when StartReaper started it as
 // one. A program that starts a watchdog (orchestrator.WithReaper, `--reaper`) calls it first
@@ -75,13 +98,17 @@ func ReaperMain() bool {
 }
 
 // StartReaper starts the watchdog for owner, once per process: a copy of this executable that
-// removes owner's projects (Reap) once owner has died. A non-empty dockerHost overrides
-// DOCKER_HOST in its environment, and a non-empty stateDir the state directory whose sample
-// directories it removes with their projects. engines, when given, are the endpoints of every
-// engine owner's samples may be on (as engine.Endpoint's String has them): the watchdog sweeps
-// each. The program's main must call ReaperMain; when it does not, StartReaper fails with
-// ErrPrerequisite rather than run a second copy of the program.
-func StartReaper(ctx context.Context, owner, dockerHost, stateDir string, engines ...string) error {
+// removes owner's projects once owner has died. d describes the backend owner's samples are
+// on; a non-empty stateDir is the state directory whose sample directories the watchdog
+// removes with their projects. The program's main must call ReaperMain (or ReaperMainWith);
+// when it does not, StartReaper fails with ErrPrerequisite rather than run a second copy of
+// the program.
+//
+// When main gave ReaperMainWith a factory, the watchdog rebuilds the backend from d and
+// removes through it (ReapBackend), whatever its kind. Otherwise the watchdog is a Docker
+// client: d must be a Docker backend's, whose engine (d.Endpoint, else the environment's) or
+// engines (d.Engines) it sweeps (Reap).
+func StartReaper(ctx context.Context, owner, stateDir string, d backend.Description) error {
 	reaperMu.Lock()
 	defer reaperMu.Unlock()
 	if reaperStarted {
@@ -90,15 +117,29 @@ func StartReaper(ctx context.Context, owner, dockerHost, stateDir string, engine
 	if !reaperMainCalled {
 		return errdefs.New(errdefs.ErrPrerequisite, "start reaper: this program's main does not call tracking.ReaperMain, so it cannot run the watchdog")
 	}
+	if reaperRebuild == nil && !d.HostReaper {
+		return errdefs.New(errdefs.ErrPrerequisite, "start reaper: the watchdog of this program watches Docker engines only, not a "+d.Kind+" backend: its main must call backends.ReaperMain (orchestrator/backends) instead of orchestrator.ReaperMain")
+	}
 	env := withoutReaperEnv(os.Environ())
-	if dockerHost != "" {
-		env = append(env, "DOCKER_HOST="+dockerHost)
+	if d.Endpoint != "" {
+		// The watchdog reaches the engine the way its environment says, TLS settings included.
+		env = append(env, "DOCKER_HOST="+d.Endpoint)
 	}
 	if stateDir != "" {
 		env = append(env, StateDirEnv+"="+stateDir)
 	}
-	if len(engines) > 0 {
-		env = append(env, reaperEnginesEnv+"="+strings.Join(engines, "\n"))
+	if reaperRebuild != nil {
+		js, err := json.Marshal(d)
+		if err != nil {
+			return fmt.Errorf("start reaper: describe the backend: %w", err)
+		}
+		env = append(env, reaperBackendEnv+"="+string(js))
+	} else if len(d.Engines) > 0 {
+		eps := make([]string, len(d.Engines))
+		for i, e := range d.Engines {
+			eps[i] = e.Endpoint
+		}
+		env = append(env, reaperEnginesEnv+"="+strings.Join(eps, "\n"))
 	}
 	if err := spawnStage(ctx, owner, "spawn", env); err != nil {
 		return fmt.Errorf("start reaper: %w", err)
@@ -131,7 +172,8 @@ func spawnStage(ctx context.Context, owner, stage string, env []string) error {
 func withoutReaperEnv(env []string) []string {
 	out := env[:0:0]
 	for _, kv := range env {
-		if !strings.HasPrefix(kv, reaperOwnerEnv+"=") && !strings.HasPrefix(kv, reaperStageEnv+"=") && !strings.HasPrefix(kv, reaperEnginesEnv+"=") {
+		if !strings.HasPrefix(kv, reaperOwnerEnv+"=") && !strings.HasPrefix(kv, reaperStageEnv+"=") && !strings.HasPrefix(kv, reaperEnginesEnv+"=") &&
+			!strings.HasPrefix(kv, reaperBackendEnv+"=") {
 			out = append(out, kv)
 		}
 	}
@@ -142,6 +184,20 @@ func withoutReaperEnv(env []string) []string {
 // it has cleaned up after the owner's death.
 func runReaper(owner string) int {
 	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
+	if js, ok := os.LookupEnv(reaperBackendEnv); ok {
+		_ = os.Unsetenv(reaperBackendEnv)
+		reaperMu.Lock()
+		rebuild := reaperRebuild
+		reaperMu.Unlock()
+		var d backend.Description
+		if rebuild == nil || json.Unmarshal([]byte(js), &d) != nil {
+			return 1
+		}
+		if _, err := ReapDescribed(context.Background(), owner, d, rebuild, ReapOptions{}); err != nil {
+			return 1
+		}
+		return 0
+	}
 	var opts ReapOptions
 	if list := os.Getenv(reaperEnginesEnv); list != "" {
 		for _, s := range strings.Split(list, "\n") {

@@ -9,14 +9,14 @@ import (
 	"syscall"
 
 	"github.com/composebox/composebox/cmd/composebox/internal/initgc"
-	"github.com/composebox/composebox/orchestrator"
+	"github.com/composebox/composebox/orchestrator/backends"
 )
 
 func main() {
 	initgc.Restore()
 	// A watchdog started by --reaper is this executable re-run: it must act as one before
 	// anything else happens.
-	if orchestrator.ReaperMain() {
+	if backends.ReaperMain() {
 		return
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())

@@ -10,6 +10,7 @@ import (
 
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/orchestrator"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 type reapOptions struct {
@@ -54,7 +55,14 @@ func runReap(ctx context.Context, g *globals, opts reapOptions) error {
 		}
 		ropts.Engines = append(ropts.Engines, ep)
 	}
-	results, err := orchestrator.Reap(ctx, opts.Owner, ropts)
+	var results []backend.SweepResult
+	var err error
+	if g.backend.chosen != nil {
+		// Not Docker (--backend kubernetes): through the backend's own listing and Down.
+		results, err = orchestrator.ReapBackend(ctx, g.backend.chosen, opts.Owner, ropts)
+	} else {
+		results, err = orchestrator.Reap(ctx, opts.Owner, ropts)
+	}
 	out := make([]cleanupProjectResult, 0, len(results))
 	for _, r := range results {
 		rm := r.Removed

@@ -143,7 +143,6 @@ var (
 	_ backend.FileBuffers    = (*Backend)(nil)
 	_ backend.Placer         = (*Backend)(nil)
 	_ backend.EngineLister   = (*Backend)(nil)
-	_ backend.Explainer      = (*Backend)(nil)
 	_ backend.SweepFinisher  = (*Backend)(nil)
 	_ backend.RetryNotifier  = (*Backend)(nil)
 )

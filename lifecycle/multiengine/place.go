@@ -2,6 +2,7 @@ package multiengine
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -24,6 +25,9 @@ func (b *Backend) Place(ctx context.Context, req backend.PlaceRequest) (backend.
 		return backend.Placement{}, errdefs.New(errdefs.ErrInvalidConfig, "place sample: no project")
 	}
 	project := req.Project.Name
+	if req.From != "" {
+		return b.placeWith(ctx, project, req.From)
+	}
 	refs := projectImages(req.Project)
 	var wg sync.WaitGroup
 	for _, m := range b.members {
@@ -60,6 +64,32 @@ func (b *Backend) Place(ctx context.Context, req backend.PlaceRequest) (backend.
 	m.place(project)
 	b.projects[project] = m
 	return backend.Placement{Engine: m.name, Endpoint: m.b.Endpoint(), Reason: d.Reason}, nil
+}
+
+// placeWith places project on the engine of from, which holds the state it starts from: no
+// other engine could start it. That engine must answer and have room.
+func (b *Backend) placeWith(ctx context.Context, project, from string) (backend.Placement, error) {
+	m, err := b.projectMember(ctx, from)
+	if err != nil {
+		return backend.Placement{}, fmt.Errorf("place sample %s: %w", project, err)
+	}
+	m.refresh(ctx)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	snap := m.snapshot(nil)
+	refuse := func(why string) (backend.Placement, error) {
+		b.projects[project] = nil
+		return backend.Placement{}, &backend.PlacementError{Project: project, Refusals: []backend.Refusal{{Engine: m.name, Reason: why}}}
+	}
+	switch {
+	case snap.Down:
+		return refuse("down, and it holds the state of " + from + " the sample starts from: " + snap.Why)
+	case snap.Max > 0 && snap.Live >= snap.Max:
+		return refuse(fmt.Sprintf("full (%d of %d samples), and it holds the state of %s the sample starts from", snap.Live, snap.Max, from))
+	}
+	m.place(project)
+	b.projects[project] = m
+	return backend.Placement{Engine: m.name, Endpoint: m.b.Endpoint(), Reason: "holds the state of " + from}, nil
 }
 
 // snapshot is the engine as placement sees it, for a sample running refs.

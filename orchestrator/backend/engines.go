@@ -31,6 +31,9 @@ type PlaceRequest struct {
 	Task string
 	// Labels, when set, restrict the sample to engines carrying every one of them.
 	Labels map[string]string
+	// From, when set, is the project whose recorded state (a fork's cut, a snapshot) the
+	// sample starts from: the state lives on that project's engine, so the sample goes there.
+	From string
 }
 
 // Placement is where a sample goes, and why.

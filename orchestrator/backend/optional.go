@@ -23,8 +23,9 @@ import (
 // Capabilities are the facts about a backend that are not verbs. The zero value declares
 // none: a backend that does not implement Capable has none of them.
 type Capabilities struct {
-	// HostReaper: the watchdog process of WithReaper (cleanup/tracking, a Docker client
-	// reaching Endpoint) can see and remove this backend's samples.
+	// HostReaper: the watchdog of a program whose main runs orchestrator.ReaperMain (a Docker
+	// client reaching Endpoint) can remove this backend's samples; any other backend needs a
+	// main that runs backends.ReaperMain, whose watchdog rebuilds the backend itself.
 	HostReaper bool
 }
 

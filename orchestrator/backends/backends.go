@@ -10,6 +10,7 @@ import (
 	"github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/kubernetes"
 	"github.com/composebox/composebox/lifecycle/dockerbackend"
+	"github.com/composebox/composebox/lifecycle/multiengine"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
 
@@ -20,13 +21,19 @@ type Config struct {
 	// Kubernetes configures a Kubernetes backend; its Images and Docker are filled from the
 	// environment's Docker Engine when nil.
 	Kubernetes kubernetes.Options
-	Logger     *slog.Logger
+	// Engines, for Docker, are several engines samples spread over (multiengine); none is the
+	// one engine the environment names.
+	Engines []multiengine.EngineConfig
+	Logger  *slog.Logger
 }
 
 // New builds the backend cfg names.
 func New(cfg Config) (backend.Backend, error) {
 	switch cfg.Kind {
 	case "", "docker":
+		if len(cfg.Engines) > 0 {
+			return multiengine.New(cfg.Engines, multiengine.Config{Logger: cfg.Logger})
+		}
 		return dockerbackend.FromEnv(dockerbackend.Options{Logger: cfg.Logger})
 	case "kubernetes", "k8s":
 		if cfg.Kubernetes.Logger == nil {
