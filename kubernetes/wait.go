@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
@@ -35,8 +37,12 @@ func (b *Backend) Wait(ctx context.Context, p *types.Project, opts backend.WaitO
 	for name := range p.Services {
 		conds[name] = conditionReady
 	}
+	start := time.Now()
 	states, err := b.await(ctx, w, p, conds, opts)
 	if err != nil {
+		return states, err
+	}
+	if err := b.confirmRunning(ctx, w, p, start, b.budget(p, slices.Sorted(maps.Keys(conds)), opts)); err != nil {
 		return states, err
 	}
 	if names := hostsOnlyNames(p); len(names) > 0 {
@@ -203,4 +209,78 @@ func (b *Backend) logTail(ctx context.Context, ns, pod string) string {
 	defer rc.Close()
 	data, _ := io.ReadAll(io.LimitReader(rc, 8<<10))
 	return strings.TrimSpace(string(data))
+}
+
+// The kubelet reports a container running at its relist (once a second), so a container that
+// exits a moment after it started (a service that gives up at once) can be reported running
+// and ready, no healthcheck asking more, and the sample would be handed over with that
+// service already dead. As the Docker backend does (a service without a healthcheck counts
+// only once it is still running a while after it was first seen running), Wait looks into
+// each such service's container once stableUptime has passed. One that no longer runs is
+// awaited until the kubelet reports how it ended, for at most confirmExitWait (an image
+// without `true` cannot be looked into, and is taken as running, as before).
+const (
+	stableUptime    = 250 * time.Millisecond
+	confirmExitWait = 5 * time.Second
+)
+
+// confirmRunning fails the wait, with the not-ready error naming the service's exit, when a
+// service without a healthcheck that the kubelet reported running has already exited.
+func (b *Backend) confirmRunning(ctx context.Context, w *podWatch, p *types.Project, start time.Time, budget time.Duration) error {
+	pods, _ := w.view()
+	var look []*corev1.Pod
+	for svc, pod := range pods {
+		if st, _ := podState(pod, false); p.Services[svc].HealthCheck == nil && st.State == backend.StateRunning {
+			look = append(look, pod)
+		}
+	}
+	if len(look) == 0 {
+		return nil
+	}
+	timer := time.NewTimer(stableUptime)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+		return fmt.Errorf("kubernetes wait %s: %w", p.Name, ctx.Err())
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	gone := map[string]bool{}
+	for _, pod := range look {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !b.runs(ctx, pod) {
+				mu.Lock()
+				gone[pod.Annotations[labels.ComposeServiceLabel]] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(gone) == 0 {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, confirmExitWait)
+	defer cancel()
+	var failed error
+	_ = w.until(wctx, func(pods map[string]*corev1.Pod) (bool, error) {
+		for svc := range gone {
+			pod := pods[svc]
+			if pod == nil {
+				continue
+			}
+			st, reason := podState(pod, false)
+			if ok, why := judge(st, reason, conditionReady, pod.Status.PodIP != ""); !ok && why != "" {
+				failed = b.notMet(context.WithoutCancel(ctx), p.Name, pod, st, why, start, budget)
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if failed == nil && ctx.Err() != nil {
+		return fmt.Errorf("kubernetes wait %s: %w", p.Name, ctx.Err())
+	}
+	return failed
 }
