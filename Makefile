@@ -52,7 +52,7 @@ wheel: build
 # printed whole when it ends: the Go packages on the local engine; the Python client's suites
 # (test-python, which installs the Python test dependencies it lacks) then the real inspect_ai
 # (test-inspect); and the local Kubernetes cluster's start followed by the tests that need it
-# (Go, then test-python-k8s and test-inspect-k8s). The suites mostly wait on containers and
+# (Go, beside test-python-k8s then test-inspect-k8s). The suites mostly wait on containers and
 # pods, so the tracks overlap well on 2 cores. The leak check fails the run if the tests left
 # any composebox container, network, volume or namespace behind.
 #

@@ -36,7 +36,8 @@ import (
 // too, which it has once the endpoint controller has published the dependency's address (on
 // a busy node, after the pod runs). A name that does not resolve fails at once, hence the
 // pause between tries. The pings are a barrier, not a check: past gatePingSeconds the gate
-// stops trying and waits for its release.
+// stops trying and waits for its release, then tries the dependencies that did not answer for
+// as long again, before the service's command starts.
 
 // gateName is the start gate's init container.
 const gateName = "composebox-start"
@@ -45,16 +46,27 @@ const (
 	// gateFIFO is where the release is written. Either side makes the FIFO, whichever comes
 	// first; neither polls.
 	gateFIFO = "/tmp/.composebox-start"
-	// gateScript pings each target given after the deadline in $1 seconds (saying so in the
-	// pod's log when one does not answer), then waits for the release.
+	// gateScript pings each target given after the deadline in $1 seconds, then waits for the
+	// release. A target that did not answer by the deadline (on a loaded node a dependency's
+	// pod may get its address, and the cluster's DNS its name, later than that) is pinged
+	// again once released, when its dependency met its condition and so has its address: for
+	// another $1 seconds at most, saying so in the pod's log if it still does not answer.
 	gateScript = `end=$(( $(date +%s) + $1 )); shift
+late=
 for target in "$@"; do
+  until ping -c 1 -W 1 "$target" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$end" ] || { late="$late $target"; continue 2; }
+    sleep 0.2
+  done
+done
+mkfifo ` + gateFIFO + ` 2>/dev/null; read -r _ <` + gateFIFO + `
+end=$(( $(date +%s) + $1 ))
+for target in $late; do
   until ping -c 1 -W 1 "$target" >/dev/null 2>&1; do
     [ "$(date +%s)" -lt "$end" ] || { echo "composebox-start: $target did not answer a ping within $1 s" >&2; break 2; }
     sleep 0.2
   done
-done
-mkfifo ` + gateFIFO + ` 2>/dev/null; read -r _ <` + gateFIFO
+done`
 	// gateRelease returns once the gate has read it, so after the pings.
 	gateRelease = `mkfifo ` + gateFIFO + ` 2>/dev/null; echo go >` + gateFIFO
 )

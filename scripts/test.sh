@@ -4,7 +4,7 @@
 #   go:      the Go packages on the local engine (race, the in-memory backend, then the rest);
 #   python:  the Python client's suites, then the real inspect_ai, on the local engine;
 #   cluster: the local Kubernetes cluster's start (its first build compiles for minutes, once
-#            per machine), then the Go tests that need it, then the Python and inspect_ai
+#            per machine), then the Go tests that need it beside the Python and inspect_ai
 #            suites on it.
 # Each track writes its own log, printed whole when the track ends (so that a failure reads as
 # one block), and the run fails when any track fails. What runs is set by the Makefile's
@@ -72,11 +72,21 @@ cluster_track() {
   tail -n 1 "$K8S_LOG"
   # A Kubernetes test that finds no cluster now fails rather than skips.
   export COMPOSEBOX_K8S_REQUIRED=1
+  # The Python and inspect_ai suites on the cluster run beside its Go tests (their log
+  # follows the Go tests' in this track's).
+  local py=$logs/cluster-python.log pid
+  (
+    rc=0
+    $MAKE --no-print-directory test-python-k8s || rc=1
+    $MAKE --no-print-directory test-inspect-k8s || rc=1
+    exit $rc
+  ) >"$py" 2>&1 &
+  pid=$!
   $GO test -race $TEST_FLAGS "$MODULE/internal/k8stest" || status=1
   plain $TEST_FLAGS "$MODULE/kubernetes" || status=1
   plain $TEST_FLAGS -run "$K8S_CLI_TESTS" ./cmd/composebox/ || status=1
-  $MAKE --no-print-directory test-python-k8s || status=1
-  $MAKE --no-print-directory test-inspect-k8s || status=1
+  wait "$pid" || status=1
+  cat "$py"
   return $status
 }
 
