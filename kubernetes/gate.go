@@ -51,7 +51,8 @@ const (
 	// pod may get its address, and the cluster's DNS its name, later than that) is pinged
 	// again once released, when its dependency met its condition and so has its address: for
 	// another $1 seconds at most, saying so in the pod's log if it still does not answer.
-	gateScript = `end=$(( $(date +%s) + $1 )); shift
+	gateScript = `secs=$1; shift
+end=$(( $(date +%s) + secs ))
 late=
 for target in "$@"; do
   until ping -c 1 -W 1 "$target" >/dev/null 2>&1; do
@@ -60,10 +61,10 @@ for target in "$@"; do
   done
 done
 mkfifo ` + gateFIFO + ` 2>/dev/null; read -r _ <` + gateFIFO + `
-end=$(( $(date +%s) + $1 ))
+end=$(( $(date +%s) + secs ))
 for target in $late; do
   until ping -c 1 -W 1 "$target" >/dev/null 2>&1; do
-    [ "$(date +%s)" -lt "$end" ] || { echo "composebox-start: $target did not answer a ping within $1 s" >&2; break 2; }
+    [ "$(date +%s)" -lt "$end" ] || { echo "composebox-start: $target did not answer a ping within $secs s" >&2; break 2; }
     sleep 0.2
   done
 done`
