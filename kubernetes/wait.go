@@ -237,13 +237,6 @@ func (b *Backend) confirmRunning(ctx context.Context, w *podWatch, p *types.Proj
 	if len(look) == 0 {
 		return nil
 	}
-	timer := time.NewTimer(stableUptime)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-		return fmt.Errorf("kubernetes wait %s: %w", p.Name, ctx.Err())
-	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	gone := map[string]bool{}
@@ -251,6 +244,16 @@ func (b *Backend) confirmRunning(ctx context.Context, w *podWatch, p *types.Proj
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// Only the time left of stableUptime since the container started: the kubelet's
+			// report comes up to a relist late, so the container has often run long enough
+			// already. Its start time is in whole seconds, hence the second added.
+			timer := time.NewTimer(stableWait(pod, time.Now()))
+			defer timer.Stop()
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				return
+			}
 			if !b.runs(ctx, pod) {
 				mu.Lock()
 				gone[pod.Annotations[labels.ComposeServiceLabel]] = true
@@ -259,6 +262,9 @@ func (b *Backend) confirmRunning(ctx context.Context, w *podWatch, p *types.Proj
 		}()
 	}
 	wg.Wait()
+	if ctx.Err() != nil {
+		return fmt.Errorf("kubernetes wait %s: %w", p.Name, ctx.Err())
+	}
 	if len(gone) == 0 {
 		return nil
 	}
@@ -283,4 +289,16 @@ func (b *Backend) confirmRunning(ctx context.Context, w *podWatch, p *types.Proj
 		return fmt.Errorf("kubernetes wait %s: %w", p.Name, ctx.Err())
 	}
 	return failed
+}
+
+// stableWait is how long to wait, at now, before an exec that finds pod's container running
+// proves it ran for stableUptime: none once its reported start (truncated to the second) is
+// more than a second and stableUptime ago.
+func stableWait(pod *corev1.Pod, now time.Time) time.Duration {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if r := cs.State.Running; r != nil && !r.StartedAt.IsZero() {
+			return min(stableUptime, max(0, r.StartedAt.Add(time.Second+stableUptime).Sub(now)))
+		}
+	}
+	return stableUptime
 }
