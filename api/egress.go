@@ -52,12 +52,14 @@ type EgressState struct {
 	// Services holds each restricted service's own list.
 	Allow    []string            `json:"allow"`
 	Services map[string][]string `json:"services,omitempty"`
+	// Ceiling is the task's --egress the sample started with: a later allow stays within it.
+	Ceiling []string `json:"ceiling,omitempty"`
 	// Denials are the gateway's egress_denied records, oldest first.
 	Denials []orchestrator.EgressDenial `json:"denials"`
 }
 
 func egressJSON(project string, st orchestrator.EgressState) EgressState {
-	out := EgressState{Project: project, Allow: st.Allow, Services: st.Services, Denials: st.Denials}
+	out := EgressState{Project: project, Allow: st.Allow, Services: st.Services, Ceiling: st.Ceiling, Denials: st.Denials}
 	if out.Denials == nil {
 		out.Denials = []orchestrator.EgressDenial{}
 	}

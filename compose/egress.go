@@ -23,6 +23,52 @@ const EgressResolvedExtension = "x-composebox-egress"
 // policy's EgressResolver), set by ApplyDefaults.
 const EgressResolverExtension = "x-composebox-egress-resolver"
 
+// EgressCeilingExtension is the project's egress ceiling (the policy's Egress, canonical
+// NAME[:PORT] specs), set by ApplyDefaults when the task has one. The engine side records it
+// with the sample, so that a later SetEgress of the live sample, by whoever asks, stays within
+// what the operator allowed the task.
+const EgressCeilingExtension = "x-composebox-egress-ceiling"
+
+// EgressCeilingOf is the project's egress ceiling after ApplyDefaults, nil when the task has
+// none (a service's own x-egress then only narrows it from the whole internet).
+func EgressCeilingOf(p *types.Project) []string {
+	switch v := p.Extensions[EgressCeilingExtension].(type) {
+	case []string:
+		return slices.Clone(v)
+	case []any:
+		var out []string
+		for _, x := range v {
+			if str, ok := x.(string); ok {
+				out = append(out, str)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// EgressBeyond lists the specs of allow that ceiling does not cover, each a violation naming the
+// flag that would allow it; nil when ceiling is empty (no ceiling) or covers them all.
+func EgressBeyond(field string, allow, ceiling []string) ([]Violation, error) {
+	list, err := egressgw.ParseAllowlist(allow)
+	if err != nil {
+		return nil, err
+	}
+	if len(ceiling) == 0 {
+		return nil, nil
+	}
+	c, err := egressgw.ParseAllowlist(ceiling)
+	if err != nil {
+		return nil, err
+	}
+	var out []Violation
+	for _, beyond := range list.Within(c) {
+		out = append(out, Violation{Field: field, Value: beyond, Rule: "egress",
+			Why: "reaches a name the task's egress allowlist does not", OptIn: "--egress " + beyond})
+	}
+	return out, nil
+}
+
 // serviceEgress reads a service's x-egress: a list of NAME[:PORT], or one as a string.
 func serviceEgress(s types.ServiceConfig) ([]string, bool, error) {
 	v, ok := s.Extensions[EgressExtension]
@@ -89,6 +135,9 @@ func egressViolations(p Policy, proj *types.Project) []Violation {
 func (p Policy) applyEgress(proj *types.Project) {
 	if p.EgressResolver != "" {
 		proj.Extensions = withExtension(proj.Extensions, EgressResolverExtension, p.EgressResolver)
+	}
+	if ceiling, err := egressgw.ParseAllowlist(p.Egress); err == nil && len(ceiling) > 0 {
+		proj.Extensions = withExtension(proj.Extensions, EgressCeilingExtension, ceiling.Strings())
 	}
 	for name, s := range proj.Services {
 		specs, ok, err := serviceEgress(s)

@@ -145,6 +145,9 @@ func (e *Engine) addEgressGateway(ctx context.Context, p *types.Project, restric
 		ps = append(ps, fmt.Sprint(port))
 	}
 	cmd = append(cmd, "--ports", strings.Join(ps, ","), "--project", p.Name)
+	for _, c := range compose.EgressCeilingOf(p) {
+		cmd = append(cmd, "--ceiling", c)
+	}
 	tmpl := p.Services[restricted[0]]
 	custom := maps.Clone(tmpl.CustomLabels)
 	custom[labels.ComposeServiceLabel] = EgressGatewayService

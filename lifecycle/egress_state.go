@@ -27,7 +27,9 @@ type EgressState struct {
 	// services started with, before any SetEgress.
 	Allow    []string
 	Services map[string][]string
-	Denials  []egressgw.Denial
+	// Ceiling is the task's --egress the sample started with: what SetEgress may allow at most.
+	Ceiling []string
+	Denials []egressgw.Denial
 }
 
 // egressGateway finds the project's gateway container.
@@ -62,21 +64,28 @@ func (e *Engine) Egress(ctx context.Context, project string) (EgressState, error
 		}
 		rc.Close()
 	}
-	if st.Allow == nil {
-		ins, err := e.api.ContainerInspect(ctx, gw.ID)
-		if err != nil {
-			return st, fmt.Errorf("egress of %s: %w", project, err)
+	ins, err := e.api.ContainerInspect(ctx, gw.ID)
+	if err != nil {
+		return st, fmt.Errorf("egress of %s: %w", project, err)
+	}
+	services := map[string][]string{}
+	for i, a := range ins.Args {
+		if i+1 >= len(ins.Args) {
+			break
 		}
-		st.Services = map[string][]string{}
-		for i, a := range ins.Args {
-			if a == "--service" && i+1 < len(ins.Args) {
-				name, specs, _ := strings.Cut(ins.Args[i+1], "=")
-				st.Services[name] = nil
-				if specs != "" {
-					st.Services[name] = strings.Split(specs, ",")
-				}
+		switch a {
+		case "--service":
+			name, specs, _ := strings.Cut(ins.Args[i+1], "=")
+			services[name] = nil
+			if specs != "" {
+				services[name] = strings.Split(specs, ",")
 			}
+		case "--ceiling":
+			st.Ceiling = append(st.Ceiling, ins.Args[i+1])
 		}
+	}
+	if st.Allow == nil {
+		st.Services = services
 	}
 	logs, err := e.api.ContainerLogs(ctx, gw.ID, container.LogsOptions{ShowStdout: true})
 	if err != nil {

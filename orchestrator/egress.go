@@ -37,11 +37,25 @@ func (o *Orchestrator) Egress(ctx context.Context, project string) (EgressState,
 }
 
 // SetEgress replaces the allowlist (NAME[:PORT]) of every service of a live sample, by project
-// name: a runner opens a package index for setup and closes it for the agent.
+// name: a runner opens a package index for setup and closes it for the agent. The list stays
+// within the --egress the sample's task started with: a name beyond it is a *compose.PolicyError
+// naming the flag that would allow it, and nothing changes.
 func (o *Orchestrator) SetEgress(ctx context.Context, project string, allow []string) error {
 	b, err := o.egressBackend(project)
 	if err != nil {
 		return err
+	}
+	op := "set egress of " + project
+	st, err := b.Egress(ctx, project)
+	if err != nil {
+		return err
+	}
+	beyond, err := compose.EgressBeyond("allow", allow, st.Ceiling)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if len(beyond) > 0 {
+		return &compose.PolicyError{Op: op, Violations: beyond}
 	}
 	return b.SetEgress(ctx, project, allow)
 }

@@ -7,9 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/composebox/composebox/compose"
 	"github.com/composebox/composebox/internal/fakebackend"
 	"github.com/composebox/composebox/lifecycle/multiengine"
 	"github.com/composebox/composebox/orchestrator"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // newFakeEngines is newFake over several fake engines with the given capacities, the test
@@ -161,6 +163,25 @@ func TestFakeEnginesPool(t *testing.T) {
 		// The claim went to the sample's own engine.
 		if fs[i].Calls("Take") == 0 {
 			t.Fatalf("no claim on e%d, which holds %s", i, s.Project())
+		}
+	}
+}
+
+// TestFakeEnginesRefuseEgressTheyCannotEnforce: over several engines, a task with an egress
+// allowlist is refused when an engine could not enforce it (here, fakes without egress), naming
+// that engine, rather than placed where its services would reach the whole internet.
+func TestFakeEnginesRefuseEgressTheyCannotEnforce(t *testing.T) {
+	fs, o, _ := newFakeEngines(t, 2, 2)
+	p := compose.DefaultPolicy()
+	p.Egress = []string{"pkgs.test"}
+	_, err := o.TaskInit(t.Context(), orchestrator.TaskSpec{Name: "egress-engines", YAML: []byte(fakeTwoServices), Policy: &p})
+	var ee *backend.EngineError
+	if !errors.As(err, &ee) || !errors.Is(err, errors.ErrUnsupported) || ee.Engine != "e0" {
+		t.Fatalf("TaskInit of a restricted task over engines without egress = %v, want an unsupported error naming engine e0", err)
+	}
+	for _, f := range fs {
+		if left := f.Projects(); len(left) > 0 {
+			t.Errorf("a refused task left projects: %v", left)
 		}
 	}
 }

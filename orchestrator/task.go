@@ -220,6 +220,13 @@ func (t *Task) init(ctx context.Context) error {
 		return err
 	}
 	t.policy.ApplyDefaults(p)
+	if restricted(p) {
+		// A list the backend cannot enforce would leave the service on the whole internet:
+		// refuse the task rather than run it wider than it asked.
+		if err := backend.EgressSupport(o.backend); err != nil {
+			return err
+		}
+	}
 	if t.defaultService, err = compose.DefaultService(p); err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@
 # (the rootfs of every image composebox builds, since no registry is reachable).
 # Idempotent: what already works is left alone.
 set -euo pipefail
+# apt-get that waits for the other tracks' apt-get (scripts/apt-get.sh).
+apt_get=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/apt-get.sh
 
 log() { printf 'setup-engine: %s\n' "$*" >&2; }
 
@@ -29,8 +31,8 @@ busybox_ok || pkgs+=(busybox-static)
 if [ ${#pkgs[@]} -gt 0 ]; then
   log "installing ${pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq "${pkgs[@]}" >/dev/null
+  "$apt_get" update -qq
+  "$apt_get" install -y -qq "${pkgs[@]}" >/dev/null
 fi
 
 if ! engine_ok; then

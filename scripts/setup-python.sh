@@ -5,6 +5,8 @@
 # unreachable); elsewhere it says what to install. A no-op when every module imports.
 # Usage: scripts/setup-python.sh [python]   (default /usr/bin/python3)
 set -euo pipefail
+# apt-get that waits for the other tracks' apt-get (scripts/apt-get.sh).
+apt_get=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/apt-get.sh
 
 log() { printf 'setup-python: %s\n' "$*" >&2; }
 
@@ -54,8 +56,8 @@ fi
 log "installing $*"
 export DEBIAN_FRONTEND=noninteractive
 # A fresh machine's package lists may be missing or stale: update once, then retry.
-apt-get install -y -qq "$@" >/dev/null 2>&1 ||
-  { apt-get update -qq && apt-get install -y -qq "$@" >/dev/null; }
+"$apt_get" install -y -qq "$@" >/dev/null 2>&1 ||
+  { "$apt_get" update -qq && "$apt_get" install -y -qq "$@" >/dev/null; }
 
 pkgs=$(missing)
 if [ -n "$pkgs" ]; then

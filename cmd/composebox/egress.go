@@ -58,6 +58,9 @@ none. COMPOSEBOX_PROJECT stands in for -p.`,
 				for _, svc := range slices.Sorted(mapsKeys(st.Services)) {
 					fmt.Fprintf(w, "allow %s: %s\n", svc, orNone(st.Services[svc]))
 				}
+				if st.Ceiling != nil {
+					fmt.Fprintf(w, "ceiling (--egress): %s\n", orNone(st.Ceiling))
+				}
 				for _, d := range st.Denials {
 					what := d.Name
 					if what == "" {

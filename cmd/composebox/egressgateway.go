@@ -37,6 +37,7 @@ type egressGatewayOptions struct {
 	DNSPort   int
 	Services  []string
 	Project   string
+	Ceiling   []string
 }
 
 // newEgressGatewayCmd is the egress gateway of a sample, run inside the sample by the engine
@@ -58,6 +59,7 @@ func newEgressGatewayCmd() *cobra.Command {
 	cmd.Flags().StringVar(&opts.Ports, "ports", "80,443", "ports to proxy")
 	cmd.Flags().IntVar(&opts.DNSPort, "dns-port", 53, "DNS port")
 	cmd.Flags().StringArrayVar(&opts.Services, "service", nil, "SERVICE=NAME[:PORT],... a service's own allowlist")
+	cmd.Flags().StringArrayVar(&opts.Ceiling, "ceiling", nil, "the task's --egress: a list written to the allow file holds no more")
 	cmd.Flags().StringVar(&opts.Project, "project", "", "the sample's project name (its containers are PROJECT-SERVICE-N)")
 	return cmd
 }
@@ -70,7 +72,13 @@ func allowlists(opts egressGatewayOptions) (egressgw.Allowlist, map[string]egres
 		switch {
 		case err == nil:
 			a, err := egressgw.ParseAllowlist(strings.Fields(string(b)))
-			return a, nil, err
+			if err != nil {
+				return nil, nil, err
+			}
+			// SetEgress checks the list against the task's ceiling before writing it; the
+			// gateway holds to it too, whoever wrote the file.
+			ceiling, err := egressgw.ParseAllowlist(opts.Ceiling)
+			return a.Bounded(ceiling), nil, err
 		case !os.IsNotExist(err):
 			return nil, nil, err
 		}

@@ -163,3 +163,18 @@ func (a Allowlist) Within(ceiling Allowlist) []string {
 	}
 	return out
 }
+
+// Bounded is a with every rule the ceiling does not wholly cover left out: what a list written
+// to a live gateway may hold at most. An empty ceiling bounds nothing.
+func (a Allowlist) Bounded(ceiling Allowlist) Allowlist {
+	if len(ceiling) == 0 {
+		return a
+	}
+	out := Allowlist{}
+	for _, r := range a {
+		if len(Allowlist{r}.Within(ceiling)) == 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}

@@ -10,7 +10,7 @@ import (
 // Egress is lifecycle's Egress.
 func (b *Backend) Egress(ctx context.Context, project string) (backend.EgressState, error) {
 	st, err := b.engine.Egress(ctx, project)
-	out := backend.EgressState{Allow: st.Allow, Services: st.Services, Denials: []backend.EgressDenial{}}
+	out := backend.EgressState{Allow: st.Allow, Services: st.Services, Ceiling: st.Ceiling, Denials: []backend.EgressDenial{}}
 	for _, d := range st.Denials {
 		out.Denials = append(out.Denials, backend.EgressDenial{Time: d.Time, Service: d.Service, Client: d.Client,
 			Name: d.Name, Address: d.Address, Port: d.Port, Protocol: d.Protocol, Reason: d.Reason})

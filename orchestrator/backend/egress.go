@@ -15,13 +15,36 @@ type Egress interface {
 	SetEgress(ctx context.Context, project string, allow []string) error
 }
 
+// EgressChecker is an Egress backend that can still be unable to enforce a list: one of
+// several engines whose member cannot. It is optional.
+type EgressChecker interface {
+	// EgressCheck says why a task with an allowlist cannot run here, nil when it can.
+	EgressCheck() error
+}
+
+// EgressSupport says why b cannot enforce an egress allowlist, nil when it can: a task with a
+// list must not run where its services would reach the whole internet.
+func EgressSupport(b Engine) error {
+	if _, ok := AsEgress(b); !ok {
+		return &UnsupportedError{Op: "egress allowlist", Backend: b.Kind(),
+			Reason: "a service has an egress allowlist (x-egress or --egress) and this backend cannot enforce one"}
+	}
+	if c, ok := b.(EgressChecker); ok {
+		return c.EgressCheck()
+	}
+	return nil
+}
+
 // EgressState is a sample's allowlist and its denials.
 type EgressState struct {
 	// Allow is the list every service has once SetEgress set one; before that Services holds
 	// each restricted service's own list.
 	Allow    []string            `json:"allow,omitempty"`
 	Services map[string][]string `json:"services,omitempty"`
-	Denials  []EgressDenial      `json:"denials"`
+	// Ceiling is the task's --egress the sample started with, nil when it had none: SetEgress
+	// allows no more than it, whoever asks.
+	Ceiling []string       `json:"ceiling,omitempty"`
+	Denials []EgressDenial `json:"denials"`
 }
 
 // EgressDenial is one refused lookup or connection: the egress_denied event.

@@ -8,6 +8,8 @@
 # (The busybox image is composebox's own base image.) Installs musl-tools with apt if missing.
 # Usage: scripts/inspect/images.sh OUT
 set -euo pipefail
+# apt-get that waits for the other tracks' apt-get (scripts/apt-get.sh).
+apt_get=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../apt-get.sh
 here=$(cd "$(dirname "$0")" && pwd)
 LOG_PREFIX=inspect-images
 . "$here/common.sh"
@@ -18,8 +20,8 @@ if ! command -v musl-gcc >/dev/null || ! command -v gcc >/dev/null; then
   command -v apt-get >/dev/null || die "install gcc and musl-tools (musl-gcc) first"
   log "installing gcc musl-tools"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y -qq gcc musl-tools >/dev/null 2>&1 ||
-    { apt-get update -qq && apt-get install -y -qq gcc musl-tools >/dev/null; }
+  "$apt_get" install -y -qq gcc musl-tools >/dev/null 2>&1 ||
+    { "$apt_get" update -qq && "$apt_get" install -y -qq gcc musl-tools >/dev/null; }
 fi
 
 # copy FILE DIR: FILE at the same path under DIR (following a symlink to its target's content).

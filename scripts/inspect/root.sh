@@ -12,6 +12,8 @@
 #
 # Usage: scripts/inspect/root.sh INSPECT_SRC    (needs root, Debian, and the Debian mirror)
 set -euo pipefail
+# apt-get that waits for the other tracks' apt-get (scripts/apt-get.sh).
+apt_get=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../apt-get.sh
 here=$(cd "$(dirname "$0")" && pwd)
 LOG_PREFIX=inspect-root
 . "$here/common.sh"
@@ -60,8 +62,8 @@ if [ ${#need[@]} -gt 0 ]; then
   command -v apt-get >/dev/null || die "install ${need[*]} first"
   log "installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y -qq "${need[@]}" >/dev/null 2>&1 ||
-    { apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null; }
+  "$apt_get" install -y -qq "${need[@]}" >/dev/null 2>&1 ||
+    { "$apt_get" update -qq && "$apt_get" install -y -qq "${need[@]}" >/dev/null; }
 fi
 
 t0=$SECONDS

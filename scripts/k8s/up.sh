@@ -10,6 +10,8 @@
 # half up (a crash, a reboot) is taken down first. A failed start is taken down too, after the
 # failing component's log is shown; K8S_KEEP_ON_FAILURE=1 keeps it for a look.
 set -euo pipefail
+# apt-get that waits for the other tracks' apt-get (scripts/apt-get.sh).
+apt_get=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../apt-get.sh
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 . "$here/common.sh"
@@ -148,9 +150,9 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   command -v apt-get >/dev/null || die "install these packages first: ${need_pkgs[*]}"
   log "installing ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
+  "$apt_get" update -qq
   # --no-install-recommends: the containerd package must not pull in a second engine.
-  apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+  "$apt_get" install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
 fi
 # Debian's containerd package enables a service on machines with systemd; this cluster runs
 # its own instance and leaves that one as it is.

@@ -285,19 +285,23 @@ class EgressDenial:
 class EgressState:
     """A sample's egress allowlist and what its gateway refused so far, oldest first.
     ``allow`` is the list every service has once it was set (empty: closed), None before any
-    set, when ``services`` holds each restricted service's own list."""
+    set, when ``services`` holds each restricted service's own list. ``ceiling`` is the
+    task's ``--egress`` the sample started with (empty when it had none): a later list stays
+    within it."""
 
     project: str
     allow: Optional[List[str]] = None
     services: Dict[str, List[str]] = field(default_factory=dict)
     denials: List[EgressDenial] = field(default_factory=list)
+    ceiling: List[str] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "EgressState":
         allow = d.get("allow")
         return cls(project=d.get("project", ""), allow=None if allow is None else list(allow),
                    services={k: list(v or []) for k, v in (d.get("services") or {}).items()},
-                   denials=[EgressDenial.from_json(x) for x in d.get("denials") or []])
+                   denials=[EgressDenial.from_json(x) for x in d.get("denials") or []],
+                   ceiling=list(d.get("ceiling") or []))
 
 
 @dataclass(frozen=True)

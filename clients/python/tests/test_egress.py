@@ -75,6 +75,7 @@ def test_denial_event_and_set_close(bin_path, task_name, skip_on_kubernetes):
             st = client.sample_egress(s)
             assert st.project == s.project
             assert st.allow is None and st.services == {"default": [ALLOWED]}
+            assert st.ceiling == [ALLOWED]
             assert any(d.name == "notlisted.test" and d.protocol == "dns" for d in st.denials), st
 
             # Closed: the listed name is refused by name too.
