@@ -65,6 +65,21 @@ type Gateway struct {
 	allow    Allowlist
 	services map[string]Allowlist
 	dnsc     *dns.Client
+	// resolved caches upstream answers for their TTL (at most resolvedTTL): a client's lookup
+	// and the connection that follows it at once ask the same question, and the second need
+	// not cross to the upstream again.
+	resolvedMu sync.Mutex
+	resolved   map[string]resolution
+	now        func() time.Time
+}
+
+// resolvedTTL bounds how long an upstream answer is reused, whatever its own TTL.
+const resolvedTTL = 30 * time.Second
+
+// resolution is an upstream answer and until when it holds.
+type resolution struct {
+	addrs []netip.Addr
+	until time.Time
 }
 
 // New returns a gateway; Serve runs it.
@@ -75,7 +90,8 @@ func New(cfg Config) *Gateway {
 	if cfg.PeekTimeout == 0 {
 		cfg.PeekTimeout = 10 * time.Second
 	}
-	return &Gateway{cfg: cfg, allow: cfg.Allow, services: cfg.Services, dnsc: &dns.Client{Timeout: 5 * time.Second}}
+	return &Gateway{cfg: cfg, allow: cfg.Allow, services: cfg.Services, dnsc: &dns.Client{Timeout: 5 * time.Second},
+		resolved: map[string]resolution{}, now: time.Now}
 }
 
 // SetAllow replaces the allowlists: a for every service without one in services. Ports the
@@ -208,8 +224,15 @@ func (g *Gateway) serveDNS(ctx context.Context, w dns.ResponseWriter, req *dns.M
 	_ = w.WriteMsg(resp)
 }
 
-// resolve asks the upstream resolver for name's IPv4 addresses.
+// resolve asks the upstream resolver for name's IPv4 addresses, or reuses its answer while the
+// answer's TTL (at most resolvedTTL) lasts. Failures and empty answers are asked again.
 func (g *Gateway) resolve(ctx context.Context, name string) ([]netip.Addr, error) {
+	g.resolvedMu.Lock()
+	r, ok := g.resolved[name]
+	g.resolvedMu.Unlock()
+	if ok && g.now().Before(r.until) {
+		return r.addrs, nil
+	}
 	m := new(dns.Msg)
 	m.SetQuestion(dns.Fqdn(name), dns.TypeA)
 	m.RecursionDesired = true
@@ -218,15 +241,28 @@ func (g *Gateway) resolve(ctx context.Context, name string) ([]netip.Addr, error
 		return nil, fmt.Errorf("resolve %s through %s: %w", name, g.cfg.Upstream, err)
 	}
 	var out []netip.Addr
+	ttl := resolvedTTL
 	for _, rr := range in.Answer {
 		if a, ok := rr.(*dns.A); ok {
 			if ip, ok := netip.AddrFromSlice(a.A.To4()); ok {
 				out = append(out, ip)
+				ttl = min(ttl, time.Duration(a.Hdr.Ttl)*time.Second)
 			}
 		}
 	}
+	if len(out) > 0 && ttl > 0 {
+		g.resolvedMu.Lock()
+		if len(g.resolved) >= maxResolved {
+			clear(g.resolved) // a sample that looks up many names: start over rather than grow
+		}
+		g.resolved[name] = resolution{addrs: out, until: g.now().Add(ttl)}
+		g.resolvedMu.Unlock()
+	}
 	return out, nil
 }
+
+// maxResolved bounds the cache of upstream answers.
+const maxResolved = 4096
 
 func (g *Gateway) accept(ctx context.Context, l net.Listener, port int) {
 	for {

@@ -310,3 +310,73 @@ func testCA(t *testing.T, names ...string) (tls.Certificate, *x509.CertPool) {
 	pool.AddCert(caCert)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
 }
+
+// TestResolveReusesAnswersForTheirTTL: a connection right after its lookup does not ask the
+// upstream again, an answer is asked again once its TTL (at most resolvedTTL) is over, and an
+// answer with TTL 0 or no address is never reused.
+func TestResolveReusesAnswersForTheirTTL(t *testing.T) {
+	var mu sync.Mutex
+	asked := map[string]int{}
+	ttls := map[string]uint32{"pkgs.test.": 3600, "short.test.": 2, "zero.test.": 0}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, m *dns.Msg) {
+		q := m.Question[0]
+		mu.Lock()
+		asked[q.Name]++
+		mu.Unlock()
+		r := new(dns.Msg)
+		r.SetReply(m)
+		if ttl, ok := ttls[q.Name]; ok {
+			r.Answer = append(r.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl}, A: net.IPv4(192, 0, 2, 7)})
+		} else {
+			r.Rcode = dns.RcodeNameError
+		}
+		_ = w.WriteMsg(r)
+	})}
+	go func() { _ = ds.ActivateAndServe() }()
+	t.Cleanup(func() { _ = ds.Shutdown() })
+	g := New(Config{Upstream: pc.LocalAddr().String()})
+	now := time.Now()
+	g.now = func() time.Time { return now }
+	resolve := func(name string) {
+		t.Helper()
+		if _, err := g.resolve(t.Context(), name); err != nil {
+			t.Fatalf("resolve %s: %v", name, err)
+		}
+	}
+	count := func(name string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return asked[name+"."]
+	}
+	for _, name := range []string{"pkgs.test", "short.test", "zero.test", "missing.test"} {
+		resolve(name)
+		resolve(name)
+	}
+	if got := count("pkgs.test"); got != 1 {
+		t.Errorf("pkgs.test asked %d times within its TTL, want 1", got)
+	}
+	if got := count("short.test"); got != 1 {
+		t.Errorf("short.test asked %d times within its TTL, want 1", got)
+	}
+	if got := count("zero.test"); got != 2 {
+		t.Errorf("zero.test (TTL 0) asked %d times, want 2", got)
+	}
+	if got := count("missing.test"); got != 2 {
+		t.Errorf("missing.test (NXDOMAIN) asked %d times, want 2", got)
+	}
+	now = now.Add(3 * time.Second) // past short.test's TTL, within pkgs.test's
+	resolve("short.test")
+	resolve("pkgs.test")
+	if count("short.test") != 2 || count("pkgs.test") != 1 {
+		t.Errorf("after 3 s: short.test asked %d times (want 2), pkgs.test %d (want 1)", count("short.test"), count("pkgs.test"))
+	}
+	now = now.Add(resolvedTTL) // an hour's TTL is held no longer than resolvedTTL
+	resolve("pkgs.test")
+	if got := count("pkgs.test"); got != 2 {
+		t.Errorf("pkgs.test asked %d times after resolvedTTL, want 2", got)
+	}
+}
