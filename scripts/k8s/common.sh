@@ -61,6 +61,19 @@ names() { grep -o '"metadata":{"name":"[^"]*"' | sed 's/.*"name":"//; s/"$//'; }
 
 pidfile() { echo "$K8S_RUN/pids/$1.pid"; }
 
+# starting NAME: NAME's process has not exited, though it may not have become its binary yet
+# (between start's fork and setsid's exec, which a loaded machine can stretch: checking the
+# binary there failed a cold run with "kubelet exited during start" and an empty log).
+starting() {
+  local f pid state
+  f=$(pidfile "$1")
+  [ -f "$f" ] || return 1
+  pid=$(cat "$f")
+  [ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || return 1
+  state=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)
+  [ -n "$state" ] && [ "$state" != Z ]
+}
+
 # running NAME: the recorded process is alive and is still the binary that was started.
 running() {
   local f pid

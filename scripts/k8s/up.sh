@@ -212,7 +212,7 @@ ready() {
   local deadline=$((SECONDS + secs))
   failed_component=$name
   until "$@" >/dev/null 2>&1; do
-    running "$name" || die "$name exited during start"
+    starting "$name" || die "$name exited during start"
     [ $SECONDS -lt $deadline ] || die "$name not ready within $secs s"
     sleep 0.2
   done
