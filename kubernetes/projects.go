@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/compose"
 	"github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
@@ -82,6 +83,13 @@ func dnsName(s string) string {
 func (b *Backend) Up(ctx context.Context, p *types.Project, opts backend.UpOptions) error {
 	if len(p.Services) == 0 {
 		return errdefs.New(errdefs.ErrInvalidConfig, "kubernetes up "+p.Name+": no services")
+	}
+	// An egress allowlist this backend cannot enforce must not pass as one: the sample would
+	// reach the whole internet while its task believes it confined.
+	for _, name := range slices.Sorted(maps.Keys(p.Services)) {
+		if _, ok := compose.EgressOf(p.Services[name]); ok && p.Services[name].NetworkMode != "none" {
+			return notSupported("service " + name + ": an egress allowlist (--egress, x-egress)")
+		}
 	}
 	var first types.ServiceConfig
 	for _, name := range slices.Sorted(maps.Keys(p.Services)) {
