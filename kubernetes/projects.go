@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/composebox/composebox/cleanup/labels"
-	"github.com/composebox/composebox/compose"
 	"github.com/composebox/composebox/internal/errdefs"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
@@ -84,13 +83,8 @@ func (b *Backend) Up(ctx context.Context, p *types.Project, opts backend.UpOptio
 	if len(p.Services) == 0 {
 		return errdefs.New(errdefs.ErrInvalidConfig, "kubernetes up "+p.Name+": no services")
 	}
-	// An egress allowlist this backend cannot enforce must not pass as one: the sample would
-	// reach the whole internet while its task believes it confined.
-	for _, name := range slices.Sorted(maps.Keys(p.Services)) {
-		if _, ok := compose.EgressOf(p.Services[name]); ok && p.Services[name].NetworkMode != "none" {
-			return notSupported("service " + name + ": an egress allowlist (--egress, x-egress)")
-		}
-	}
+	// A restricted service's networks are internal, as on Docker (egressgateway.go).
+	p = withEgress(p)
 	var first types.ServiceConfig
 	for _, name := range slices.Sorted(maps.Keys(p.Services)) {
 		first = p.Services[name]
@@ -119,6 +113,12 @@ func (b *Backend) Up(ctx context.Context, p *types.Project, opts backend.UpOptio
 		return err
 	}
 	if err := b.createVolumes(ctx, p); err != nil {
+		return err
+	}
+	gwMeta := map[string]string{}
+	maps.Copy(gwMeta, first.Labels)
+	maps.Copy(gwMeta, first.CustomLabels)
+	if err := b.startGateways(ctx, p, gwMeta); err != nil {
 		return err
 	}
 	return b.startWaves(ctx, p, opts)
