@@ -251,4 +251,3 @@ services:
 		t.Errorf("the outside served a request after the list was closed: %v", hits)
 	}
 }
-
