@@ -183,8 +183,8 @@ func (b *Backend) watchPods(ctx context.Context, ns string) (*podWatch, error) {
 			obj = d.Obj
 		}
 		pod, ok := obj.(*corev1.Pod)
-		if !ok {
-			return
+		if !ok || pod.Labels[gatewayLabel] != "" {
+			return // an egress gateway is no service of the project (Up waits for it itself)
 		}
 		svc := pod.Annotations[labels.ComposeServiceLabel]
 		w.mu.Lock()

@@ -52,6 +52,9 @@ type confinement struct {
 	resolvers []netip.Prefix
 	// denied are the addresses no sample reaches, resolvers included.
 	denied []netip.Prefix
+	// clusterDNS is where a pod asks the cluster's names: kube-dns's Service, else the first
+	// resolver given (invalid with neither).
+	clusterDNS netip.Addr
 }
 
 // egressCache holds the last confinement computed, and when.
@@ -82,6 +85,11 @@ func (b *Backend) confinement(ctx context.Context) (confinement, error) {
 		}
 	case !apierrors.IsNotFound(err):
 		return confinement{}, fmt.Errorf("kubernetes: get the cluster DNS service: %w", err)
+	}
+	if len(out.dns) > len(b.dns) {
+		out.clusterDNS = out.dns[len(b.dns)]
+	} else if len(b.dns) > 0 {
+		out.clusterDNS = b.dns[0]
 	}
 	hosts := []netip.Prefix{linkLocal}
 	add := func(set *[]netip.Prefix, a netip.Addr) {

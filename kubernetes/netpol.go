@@ -77,7 +77,10 @@ func serviceNetworks(p *types.Project, svc types.ServiceConfig) (nets []string, 
 	for _, n := range nets {
 		internal = internal && bool(p.Networks[n].Internal)
 	}
-	if internal {
+	switch {
+	case restricted(svc):
+		egress = egressGateway // egressgateway.go
+	case internal:
 		egress = egressPeers
 	}
 	return nets, egress, nil
@@ -119,6 +122,9 @@ func networkPolicies(p *types.Project, cf confinement) ([]*netv1.NetworkPolicy, 
 		}
 		open, peers, none = open || eg == "", peers || eg == egressPeers, none || eg == egressNone
 	}
+	groups := egressGroups(p)
+	// A gateway's own egress is the open one.
+	open = open || len(groups) > 0
 	seen := map[string]bool{}
 	for _, n := range slices.Sorted(maps.Keys(used)) {
 		key := networkLabel(n)
@@ -156,6 +162,32 @@ func networkPolicies(p *types.Project, cf confinement) ([]*netv1.NetworkPolicy, 
 				{To: []netv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}},
 				{To: dnsPeers(cf), Ports: dnsPorts()},
 			},
+		}})
+	}
+	if len(groups) > 0 {
+		// A restricted pod reaches the sample's own pods (their ingress decides which: its
+		// networks' peers and its gateway), and nothing else, the cluster's DNS included: a
+		// resolver that forwards would carry data out in the names it is asked.
+		out = append(out, &netv1.NetworkPolicy{ObjectMeta: meta(policyEgressGateway), Spec: netv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{egressLabel: egressGateway}},
+			PolicyTypes: egress,
+			Egress:      []netv1.NetworkPolicyEgressRule{{To: []netv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}}},
+		}})
+	}
+	for _, g := range groups {
+		// A gateway lets in its own services' pods alone, on DNS and its proxy's ports.
+		ports := dnsPorts()
+		tcp := corev1.ProtocolTCP
+		for _, port := range g.ports() {
+			ports = append(ports, netv1.NetworkPolicyPort{Protocol: &tcp, Port: ptr(intstr.FromInt32(int32(port)))})
+		}
+		out = append(out, &netv1.NetworkPolicy{ObjectMeta: meta(g.gateway), Spec: netv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{gatewayLabel: g.gateway}},
+			PolicyTypes: ingress,
+			Ingress: []netv1.NetworkPolicyIngressRule{{
+				From:  []netv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{gatewayViaLabel: g.gateway}}}},
+				Ports: ports,
+			}},
 		}})
 	}
 	if none {

@@ -83,6 +83,8 @@ func (b *Backend) Up(ctx context.Context, p *types.Project, opts backend.UpOptio
 	if len(p.Services) == 0 {
 		return errdefs.New(errdefs.ErrInvalidConfig, "kubernetes up "+p.Name+": no services")
 	}
+	// A restricted service's networks are internal, as on Docker (egressgateway.go).
+	p = withEgress(p)
 	var first types.ServiceConfig
 	for _, name := range slices.Sorted(maps.Keys(p.Services)) {
 		first = p.Services[name]
@@ -111,6 +113,12 @@ func (b *Backend) Up(ctx context.Context, p *types.Project, opts backend.UpOptio
 		return err
 	}
 	if err := b.createVolumes(ctx, p); err != nil {
+		return err
+	}
+	gwMeta := map[string]string{}
+	maps.Copy(gwMeta, first.Labels)
+	maps.Copy(gwMeta, first.CustomLabels)
+	if err := b.startGateways(ctx, p, gwMeta); err != nil {
 		return err
 	}
 	return b.startWaves(ctx, p, opts)

@@ -27,6 +27,9 @@ func (b *Backend) composeSemantics(ctx context.Context, p *types.Project, svc ty
 	if err := networkPodLabels(p, svc, pod); err != nil {
 		return err
 	}
+	if err := b.gatewayDNS(ctx, p, svc, pod); err != nil {
+		return err
+	}
 	var st storage
 	if slices.ContainsFunc(svc.Volumes, func(v types.ServiceVolumeConfig) bool { return v.Type == types.VolumeTypeVolume && v.Source != "" }) {
 		var err error

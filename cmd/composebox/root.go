@@ -111,6 +111,7 @@ func newRootCmd(g *globals) *cobra.Command {
 		newServeCmd(g),
 		newGendocsCmd(),
 		newEgressGatewayCmd(),
+		newEgressAllowCmd(),
 		newEgressCmd(g),
 	)
 	for _, c := range root.Commands() {

@@ -178,3 +178,28 @@ func (a Allowlist) Bounded(ceiling Allowlist) Allowlist {
 	}
 	return out
 }
+
+// Started is what a gateway was started with, read back from its arguments: each service's own
+// list (--service SERVICE=NAME,...) and the task's ceiling (--ceiling).
+type Started struct {
+	Services map[string][]string
+	Ceiling  []string
+}
+
+// StartedWith reads a gateway's arguments (see Started).
+func StartedWith(args []string) Started {
+	st := Started{Services: map[string][]string{}}
+	for i := 0; i+1 < len(args); i++ {
+		switch args[i] {
+		case "--service":
+			name, specs, _ := strings.Cut(args[i+1], "=")
+			st.Services[name] = nil
+			if specs != "" {
+				st.Services[name] = strings.Split(specs, ",")
+			}
+		case "--ceiling":
+			st.Ceiling = append(st.Ceiling, args[i+1])
+		}
+	}
+	return st
+}

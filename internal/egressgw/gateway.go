@@ -56,6 +56,13 @@ type Config struct {
 	Log      *slog.Logger
 	// PeekTimeout bounds the wait for a client's first bytes (zero: 10s).
 	PeekTimeout time.Duration
+	// ForwardZones are domains whose names are the sample's own (on Kubernetes, its
+	// namespace's "<ns>.svc.cluster.local"): a query for a name in one goes, as it is, to
+	// ForwardTo, whatever the allowlist, so that the sample's services still find each other.
+	// The server there must answer those names itself and send nothing further out (the
+	// cluster's DNS is authoritative for its domain).
+	ForwardZones []string
+	ForwardTo    string
 }
 
 // Gateway serves one sample.
@@ -200,6 +207,10 @@ func (g *Gateway) serveDNS(ctx context.Context, w dns.ResponseWriter, req *dns.M
 	}
 	q := req.Question[0]
 	name := normalise(q.Name)
+	if g.forwarded(name) {
+		g.forward(ctx, w, req)
+		return
+	}
 	allow, svc := g.allowFor(ctx, w.RemoteAddr())
 	if !allow.AllowsName(name) {
 		resp.Rcode = dns.RcodeNameError
@@ -222,6 +233,34 @@ func (g *Gateway) serveDNS(ctx context.Context, w dns.ResponseWriter, req *dns.M
 		}
 	}
 	_ = w.WriteMsg(resp)
+}
+
+// forwarded reports a name inside one of the forward zones.
+func (g *Gateway) forwarded(name string) bool {
+	for _, z := range g.cfg.ForwardZones {
+		if z = normalise(z); z != "" && (name == z || strings.HasSuffix(name, "."+z)) {
+			return true
+		}
+	}
+	return false
+}
+
+// forward relays a query for the sample's own names to ForwardTo, over the transport it came
+// on, and its answer back.
+func (g *Gateway) forward(ctx context.Context, w dns.ResponseWriter, req *dns.Msg) {
+	c := &dns.Client{Timeout: 5 * time.Second}
+	if _, ok := w.RemoteAddr().(*net.TCPAddr); ok {
+		c.Net = "tcp"
+	}
+	in, _, err := c.ExchangeContext(ctx, req, g.cfg.ForwardTo)
+	if err != nil {
+		resp := new(dns.Msg)
+		resp.SetRcode(req, dns.RcodeServerFailure)
+		_ = w.WriteMsg(resp)
+		return
+	}
+	in.Id = req.Id
+	_ = w.WriteMsg(in)
 }
 
 // resolve asks the upstream resolver for name's IPv4 addresses, or reuses its answer while the

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -309,6 +310,64 @@ func testCA(t *testing.T, names ...string) (tls.Certificate, *x509.CertPool) {
 	pool := x509.NewCertPool()
 	pool.AddCert(caCert)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
+}
+
+// TestGatewayForwardZone: a name of the sample's own zone goes to the forward resolver, as it
+// is and whatever the list; a name outside it, even one that ends like it, meets the list.
+func TestGatewayForwardZone(t *testing.T) {
+	var mu sync.Mutex
+	var asked []string
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, m *dns.Msg) {
+		mu.Lock()
+		asked = append(asked, m.Question[0].Name)
+		mu.Unlock()
+		r := new(dns.Msg)
+		r.SetReply(m)
+		r.Answer = append(r.Answer, &dns.A{Hdr: dns.RR_Header{Name: m.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 5}, A: net.IPv4(10, 244, 0, 9)})
+		_ = w.WriteMsg(r)
+	})}
+	go func() { _ = ds.ActivateAndServe() }()
+	t.Cleanup(func() { _ = ds.Shutdown() })
+	den := &denials{ch: make(chan Denial, 64)}
+	g := New(Config{Upstream: pc.LocalAddr().String(), Listen: []netip.Addr{netip.MustParseAddr("127.0.0.1")}, OnDenied: den.add,
+		ForwardZones: []string{"ns1.svc.cluster.local"}, ForwardTo: pc.LocalAddr().String()})
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	dnsPort := freeUDPPort(t)
+	errc := make(chan error, 1)
+	go func() { errc <- g.Serve(ctx, dnsPort, nil) }()
+	// DNS's TCP listener is bound after its UDP socket.
+	waitTCP(t, fmt.Sprintf("127.0.0.1:%d", dnsPort), errc)
+	query := func(name string) *dns.Msg {
+		t.Helper()
+		m := new(dns.Msg)
+		m.SetQuestion(dns.Fqdn(name), dns.TypeA)
+		in, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, fmt.Sprintf("127.0.0.1:%d", dnsPort))
+		if err != nil {
+			t.Fatalf("query %s: %v", name, err)
+		}
+		return in
+	}
+	if in := query("db.ns1.svc.cluster.local"); len(in.Answer) != 1 || in.Answer[0].(*dns.A).A.String() != "10.244.0.9" {
+		t.Fatalf("a name of the zone: %v", in)
+	}
+	for _, name := range []string{"db.ns2.svc.cluster.local", "evil.test.xns1.svc.cluster.local"} {
+		if in := query(name); in.Rcode != dns.RcodeNameError {
+			t.Fatalf("%s: rcode %s, want NXDOMAIN", name, dns.RcodeToString[in.Rcode])
+		}
+		if d := den.next(t); d.Name != name {
+			t.Fatalf("denial = %+v", d)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(asked, []string{"db.ns1.svc.cluster.local."}) {
+		t.Fatalf("the forward resolver was asked %v", asked)
+	}
 }
 
 // TestResolveReusesAnswersForTheirTTL: a connection right after its lookup does not ask the

@@ -65,6 +65,9 @@ type Options struct {
 	// Shell is how the docker CLI reaches the engine, put before `exec` in ShellCommand:
 	// "-H tcp://host:2376", "--context NAME" ("": the CLI's own default).
 	Shell string
+	// EgressBinary is the static composebox binary the egress gateway's image holds (""
+	// is this process's executable; see lifecycle.WithEgressBinary).
+	EgressBinary string
 }
 
 // New returns a Backend over c, which it does not close.
@@ -83,6 +86,9 @@ func New(c client.APIClient, opts Options) (*Backend, error) {
 	lopts := []lifecycle.Option{lifecycle.WithRetry(retry), lifecycle.WithSubnets(opts.Subnets)}
 	if opts.Logger != nil {
 		lopts = append(lopts, lifecycle.WithLogger(opts.Logger))
+	}
+	if opts.EgressBinary != "" {
+		lopts = append(lopts, lifecycle.WithEgressBinary(opts.EgressBinary))
 	}
 	e, err := lifecycle.New(c, lopts...)
 	if err != nil {

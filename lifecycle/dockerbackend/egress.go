@@ -32,3 +32,9 @@ func (b *Backend) WatchEgress(ctx context.Context, project string, fn func(backe
 			Name: d.Name, Address: d.Address, Port: d.Port, Protocol: d.Protocol, Reason: d.Reason})
 	})
 }
+
+// EgressImage builds the egress gateway's image on this engine (another backend pushes it
+// where its samples run).
+func (b *Backend) EgressImage(ctx context.Context) (string, error) {
+	return b.engine.EgressImage(ctx)
+}
