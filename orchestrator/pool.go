@@ -97,6 +97,10 @@ type pool struct {
 
 	// shared lets other processes take the pool's samples (TaskSpec.SharePool).
 	shared bool
+	// from is the state the pool's samples start from (PrewarmOptions.From), nil for none;
+	// fromSnap is the snapshot it was given, whose own state from may be a copy of.
+	from     *backend.State
+	fromSnap backend.State
 	// watching is set while the engine's event stream reports the deaths of the pool's
 	// containers; a take checks that the sample still runs itself otherwise.
 	watching atomic.Bool
@@ -124,14 +128,36 @@ func (t *Task) Poolable() (bool, string) {
 	return compose.Poolable(t.project)
 }
 
+// PrewarmOptions configures Task.Prewarm. The zero value is a pool of samples started as
+// SampleInit starts them.
+type PrewarmOptions struct {
+	// From fills the pool from a snapshot of one of the task's samples: each pooled sample
+	// starts at the snapshot's files and volumes, as Task.SampleFrom starts one, and so does
+	// a SampleInit that finds the pool empty, while the pool fills from it. A snapshot its
+	// sample owns is first copied for the task (its images tagged again, its volumes copied),
+	// so that the pool outlives that sample; the copy goes with Task.Cleanup. A pool filled
+	// from a snapshot is shared only with processes whose pool fills from the same copy.
+	From *Snapshot
+}
+
 // Prewarm keeps n ready samples of the task from now on (n = 0 ends the pool), started in the
-// background; it returns at once (see PoolStatus). Lowering n removes the surplus. A task that
+// background; it returns at once (see PoolStatus). Lowering n removes the surplus, and a pool
+// told to fill from another snapshot (or none) removes the samples it holds. A task that
 // cannot be pooled (see Poolable) is ErrInvalidConfig, on a backend without warm pools
 // (backend.Pooler) a *backend.UnsupportedError, and an EventPoolRefused says why. Pooled
 // samples are removed by Task.Cleanup.
-func (t *Task) Prewarm(ctx context.Context, n int) error {
+func (t *Task) Prewarm(ctx context.Context, n int, opts ...PrewarmOptions) error {
 	if n < 0 {
 		return cbxerr.New(cbxerr.ErrInvalidConfig, fmt.Sprintf("prewarm %s: negative pool size %d", t.name, n))
+	}
+	var opt PrewarmOptions
+	if len(opts) > 0 {
+		opt = opts[len(opts)-1]
+	}
+	if opt.From != nil {
+		if err := t.checkSnapshot("prewarm "+t.name+" from snapshot", opt.From); err != nil {
+			return err
+		}
 	}
 	if t.o.pooler == nil {
 		err := backend.Lacks("prewarm "+t.name, t.o.backend, "backend.Pooler")
@@ -158,11 +184,24 @@ func (t *Task) Prewarm(ctx context.Context, n int) error {
 		go p.run()
 	}
 	t.mu.Unlock()
+	from, err := t.poolState(ctx, p, opt.From)
+	if err != nil {
+		return fmt.Errorf("prewarm %s: %w", t.name, err)
+	}
 	p.mu.Lock()
 	p.target = n
 	var surplus []*Sample
+	if !sameState(p.from, from) {
+		// Its samples started from what the pool no longer fills from.
+		surplus = slices.Clone(p.ready)
+		p.ready = nil
+		p.from = from
+		if opt.From != nil {
+			p.fromSnap = opt.From.state
+		}
+	}
 	if len(p.ready) > n {
-		surplus = slices.Clone(p.ready[n:])
+		surplus = append(surplus, p.ready[n:]...)
 		p.ready = p.ready[:n]
 	}
 	p.mu.Unlock()
@@ -171,6 +210,59 @@ func (t *Task) Prewarm(ctx context.Context, n int) error {
 		p.discard(s)
 	}
 	return nil
+}
+
+// poolState is the state a pool fills from for sn: none for nil, sn's own when the task keeps
+// it, else the task's copy of it (the pool's current one when sn is what it already fills
+// from).
+func (t *Task) poolState(ctx context.Context, p *pool, sn *Snapshot) (*backend.State, error) {
+	if sn == nil {
+		return nil, nil
+	}
+	if sn.task == t {
+		st := sn.state
+		return &st, nil
+	}
+	p.mu.Lock()
+	cur, snap := p.from, p.fromSnap
+	p.mu.Unlock()
+	if cur != nil && snap.Owner == sn.state.Owner && snap.Name == sn.state.Name {
+		return cur, nil
+	}
+	st, err := t.keepCopy(ctx, sn)
+	if err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// sameState reports whether a and b are the same state (or both none).
+func sameState(a, b *backend.State) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Owner == b.Owner && a.Name == b.Name
+}
+
+// poolFrom is the state the task's pool fills from, nil for none.
+func (t *Task) poolFrom() *backend.State {
+	p := t.currentPool()
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.from
+}
+
+// poolFingerprint is fingerprint for a pool that fills from from: a sample started from a
+// state is no stand-in for one that was not, nor for one from another state.
+func (t *Task) poolFingerprint(from *backend.State) string {
+	if from == nil {
+		return t.fingerprint()
+	}
+	h := sha256.Sum256([]byte(t.fingerprint() + "\x00" + from.Owner + "\x00" + from.Name))
+	return hex.EncodeToString(h[:])[:16]
 }
 
 // prewarmFromSpec starts the pool TaskSpec.Warm asks for. A task that cannot be pooled is not
@@ -287,7 +379,10 @@ func (p *pool) run() {
 // is found by the check each new stream starts with, which covers joining samples too.
 func (p *pool) fill(slot *slot) {
 	t := p.t
-	s, err := t.startSample(p.ctx, SampleSpec{}, slot)
+	p.mu.Lock()
+	from := p.from
+	p.mu.Unlock()
+	s, err := t.startSample(p.ctx, SampleSpec{from: from}, slot)
 	// After the sample joined the pool (or failed): see startSample.
 	defer func() { slot.release(t.o.outcomeOf(err)) }()
 	var markedAt time.Time
@@ -297,7 +392,7 @@ func (p *pool) fill(slot *slot) {
 		p.mu.Lock()
 		p.joining[project] = &joiner{s: s}
 		p.mu.Unlock()
-		err = t.o.pooler.MarkWarm(p.ctx, backend.WarmMarker{Marker: backend.Marker{Project: s.project, Task: t.name, Sample: s.id, Owner: t.o.owner}, Fingerprint: t.fingerprint(), Shared: p.shared})
+		err = t.o.pooler.MarkWarm(p.ctx, backend.WarmMarker{Marker: backend.Marker{Project: s.project, Task: t.name, Sample: s.id, Owner: t.o.owner}, Fingerprint: t.poolFingerprint(from), Shared: p.shared})
 		markedAt = time.Now()
 	}
 	p.mu.Lock()
@@ -316,8 +411,9 @@ func (p *pool) fill(slot *slot) {
 		p.failures++
 		backoff := min(refillBackoffMin<<min(p.failures-1, 16), refillBackoffMax)
 		p.pauseUntil = time.Now().Add(backoff)
-	case p.stopped || len(p.ready) >= p.target:
-		// Ended or shrunk while this one started: a pool never holds more than asked.
+	case p.stopped || len(p.ready) >= p.target || !sameState(p.from, from):
+		// Ended, shrunk or told to fill from another state while this one started: a pool
+		// never holds more than asked, nor what it was not asked for.
 		p.mu.Unlock()
 		slot.release(succeeded)
 		p.discard(s)
@@ -569,7 +665,7 @@ func (t *Task) takeShared(ctx context.Context, spec SampleSpec) *Sample {
 		t.o.cfg.log.Warn("find shared warm samples", "task", t.name, "err", err)
 		return nil
 	}
-	fp := t.fingerprint()
+	fp := t.poolFingerprint(t.poolFrom())
 	for _, w := range warm {
 		if !w.Shared || w.Fingerprint != fp || w.Owner == t.o.owner || tracking.OwnerStatus(w.Owner) != backend.StatusAlive {
 			continue
