@@ -99,8 +99,8 @@ type pool struct {
 	shared bool
 	// from is the state the pool's samples start from (PrewarmOptions.From), nil for none;
 	// fromSnap is the snapshot it was given, whose own state from may be a copy of.
-	from     *backend.State
-	fromSnap backend.State
+	from    *backend.State
+	fromKey string
 	// watching is set while the engine's event stream reports the deaths of the pool's
 	// containers; a take checks that the sample still runs itself otherwise.
 	watching atomic.Bool
@@ -196,8 +196,9 @@ func (t *Task) Prewarm(ctx context.Context, n int, opts ...PrewarmOptions) error
 		surplus = slices.Clone(p.ready)
 		p.ready = nil
 		p.from = from
+		p.fromKey = ""
 		if opt.From != nil {
-			p.fromSnap = opt.From.state
+			p.fromKey = stateKey(&opt.From.state)
 		}
 	}
 	if len(p.ready) > n {
@@ -224,9 +225,9 @@ func (t *Task) poolState(ctx context.Context, p *pool, sn *Snapshot) (*backend.S
 		return &st, nil
 	}
 	p.mu.Lock()
-	cur, snap := p.from, p.fromSnap
+	cur, key := p.from, p.fromKey
 	p.mu.Unlock()
-	if cur != nil && snap.Owner == sn.state.Owner && snap.Name == sn.state.Name {
+	if cur != nil && key == stateKey(&sn.state) {
 		return cur, nil
 	}
 	st, err := t.keepCopy(ctx, sn)
@@ -255,13 +256,34 @@ func (t *Task) poolFrom() *backend.State {
 	return p.from
 }
 
-// poolFingerprint is fingerprint for a pool that fills from from: a sample started from a
-// state is no stand-in for one that was not, nor for one from another state.
-func (t *Task) poolFingerprint(from *backend.State) string {
-	if from == nil {
+// stateKey names a snapshot by its owner and name: "" for none.
+func stateKey(st *backend.State) string {
+	if st == nil {
+		return ""
+	}
+	return st.Owner + "/" + st.Name
+}
+
+// wantKey is the key of the snapshot a start for spec wants its sample from: the one the pool
+// was told to fill from when spec's state is the pool's (its copy of that snapshot).
+func (t *Task) wantKey(spec SampleSpec) string {
+	if p := t.currentPool(); p != nil && spec.from != nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if sameState(p.from, spec.from) {
+			return p.fromKey
+		}
+	}
+	return stateKey(spec.from)
+}
+
+// poolFingerprint is fingerprint for samples started from the snapshot key names: a sample
+// started from a snapshot is no stand-in for one that was not, nor for one from another.
+func (t *Task) poolFingerprint(key string) string {
+	if key == "" {
 		return t.fingerprint()
 	}
-	h := sha256.Sum256([]byte(t.fingerprint() + "\x00" + from.Owner + "\x00" + from.Name))
+	h := sha256.Sum256([]byte(t.fingerprint() + "\x00" + key))
 	return hex.EncodeToString(h[:])[:16]
 }
 
@@ -380,7 +402,7 @@ func (p *pool) run() {
 func (p *pool) fill(slot *slot) {
 	t := p.t
 	p.mu.Lock()
-	from := p.from
+	from, key := p.from, p.fromKey
 	p.mu.Unlock()
 	s, err := t.startSample(p.ctx, SampleSpec{from: from}, slot)
 	// After the sample joined the pool (or failed): see startSample.
@@ -392,7 +414,7 @@ func (p *pool) fill(slot *slot) {
 		p.mu.Lock()
 		p.joining[project] = &joiner{s: s}
 		p.mu.Unlock()
-		err = t.o.pooler.MarkWarm(p.ctx, backend.WarmMarker{Marker: backend.Marker{Project: s.project, Task: t.name, Sample: s.id, Owner: t.o.owner}, Fingerprint: t.poolFingerprint(from), Shared: p.shared})
+		err = t.o.pooler.MarkWarm(p.ctx, backend.WarmMarker{Marker: backend.Marker{Project: s.project, Task: t.name, Sample: s.id, Owner: t.o.owner}, Fingerprint: t.poolFingerprint(key), Shared: p.shared})
 		markedAt = time.Now()
 	}
 	p.mu.Lock()
@@ -505,15 +527,16 @@ func (t *Task) takeWarm(ctx context.Context, spec SampleSpec) *Sample {
 	if closed {
 		return nil
 	}
+	want := t.wantKey(spec)
 	if p == nil {
-		return t.takeShared(ctx, spec)
+		return t.takeShared(ctx, spec, want)
 	}
 	for {
 		start := time.Now()
 		p.mu.Lock()
-		if p.stopped || len(p.ready) == 0 {
+		if p.stopped || len(p.ready) == 0 || p.fromKey != want {
 			p.mu.Unlock()
-			return t.takeShared(ctx, spec)
+			return t.takeShared(ctx, spec, want)
 		}
 		s := p.ready[0]
 		p.ready = p.ready[1:]
@@ -655,7 +678,7 @@ func (t *Task) taken(s *Sample, start time.Time) {
 // keeps for a task of the same name and configuration, or returns nil. The claim marker names
 // this process as an owner too, so the sample lives while either process does; the keeper
 // sees the marker gone and forgets the sample.
-func (t *Task) takeShared(ctx context.Context, spec SampleSpec) *Sample {
+func (t *Task) takeShared(ctx context.Context, spec SampleSpec, want string) *Sample {
 	if !t.spec.TakeShared || t.o.pooler == nil {
 		return nil
 	}
@@ -665,7 +688,7 @@ func (t *Task) takeShared(ctx context.Context, spec SampleSpec) *Sample {
 		t.o.cfg.log.Warn("find shared warm samples", "task", t.name, "err", err)
 		return nil
 	}
-	fp := t.poolFingerprint(t.poolFrom())
+	fp := t.poolFingerprint(want)
 	for _, w := range warm {
 		if !w.Shared || w.Fingerprint != fp || w.Owner == t.o.owner || tracking.OwnerStatus(w.Owner) != backend.StatusAlive {
 			continue

@@ -127,11 +127,11 @@ func (s *Sample) Sandbox(service string) (*Sandbox, error) {
 // When the task keeps a warm pool (TaskSpec.Warm, Task.Prewarm) and a sample in it is ready,
 // SampleInit takes that one instead of starting a new one.
 func (t *Task) SampleInit(ctx context.Context, spec SampleSpec) (*Sample, error) {
+	// While the pool fills from a snapshot, SampleInit's samples start there, warm or cold.
+	spec.from = t.poolFrom()
 	if s := t.takeWarm(ctx, spec); s != nil {
 		return s, nil
 	}
-	// While the pool fills from a snapshot, a sample it could not give starts there too.
-	spec.from = t.poolFrom()
 	return t.startSample(ctx, spec, nil)
 }
 

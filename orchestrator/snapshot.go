@@ -225,6 +225,10 @@ func (t *Task) SampleFrom(ctx context.Context, sn *Snapshot, spec SampleSpec) (*
 	}
 	st := sn.state
 	spec.from = &st
+	// A pool filling from this snapshot (or, with TakeShared, another process's) may hold one.
+	if s := t.takeWarm(ctx, spec); s != nil {
+		return s, nil
+	}
 	return t.startSample(ctx, spec, nil)
 }
 

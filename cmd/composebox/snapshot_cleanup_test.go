@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/docker/docker/api/types/filters"
@@ -14,6 +18,7 @@ import (
 	"github.com/composebox/composebox/cleanup"
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/compose"
+	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
 
@@ -131,4 +136,78 @@ func stateTags(t *testing.T, c interface {
 		}
 	}
 	return n
+}
+
+// TestUpFromSnapshotAndWarmPoolFromIt: `up --from-snapshot` starts a sample at a snapshot that
+// another process took, and `up --warm 1 --from-snapshot` keeps a pool whose samples have the
+// snapshot's files, after the snapshot's sample is gone; once the pool ends and the last sample
+// from the snapshot goes, nothing the snapshot committed is left.
+func TestUpFromSnapshotAndWarmPoolFromIt(t *testing.T) {
+	c := testutil.Docker(t)
+	testutil.BaseImage(t)
+	t.Setenv("COMPOSEBOX_STATE_DIR", t.TempDir())
+	task := uniqueTask("upsnap")
+	removeTaskProjects(t, c, task)
+	dir := filepath.Join("..", "..", "testdata", "projects", "multi-service")
+	src := upJSON(t, "--task", task, dir).Project
+	if code, _, errOut := runCLI(t, "exec", "-p", src, "--", "sh", "-c", "echo snap-state > /tmp/state"); code != 0 {
+		t.Fatalf("exec: %d %s", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "snapshot", "-p", src, "s1"); code != 0 {
+		t.Fatalf("snapshot: %d %s", code, errOut)
+	}
+	from := upJSON(t, "--task", task, "--from-snapshot", src+":s1", dir).Project
+	if code, out, errOut := runCLI(t, "exec", "-p", from, "--", "cat", "/tmp/state"); code != 0 || out != "snap-state\n" {
+		t.Errorf("up --from-snapshot: %d %q %s", code, out, errOut)
+	}
+	if code, _, errOut := runCLI(t, "up", "--task", task, "--from-snapshot", src+":nope", dir); code == 0 || !strings.Contains(errOut, "not_found") {
+		t.Errorf("up from a missing snapshot: exit %d, %s", code, errOut)
+	}
+
+	// The pool, until it is interrupted.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		var out, errb bytes.Buffer
+		done <- run(ctx, []string{"up", "--task", task, "--warm", "1", "--from-snapshot", src + ":s1", dir}, strings.NewReader(""), &out, &errb)
+	}()
+	var warm []string
+	if !poll(2*time.Minute, func() bool { warm = warmOf(lsJSON(t, task), labels.SelfOwner()); return len(warm) == 1 }) {
+		t.Fatalf("no warm sample of the pool from the snapshot: %v", lsJSON(t, task))
+	}
+	// The snapshot's sample goes; the pool's copy stays with the pool.
+	if code, _, errOut := runCLI(t, "down", src); code != 0 {
+		t.Fatalf("down %s: %d %s", src, code, errOut)
+	}
+	if code, out, errOut := runCLI(t, "exec", "-p", warm[0], "--", "cat", "/tmp/state"); code != 0 || out != "snap-state\n" {
+		t.Errorf("the pool's sample %s: %d %q %s", warm[0], code, out, errOut)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("up --warm: exit %d", code)
+	}
+	// What is left of the task: the two handed-over samples from the snapshot, which hold its
+	// images. They go, and the images with them.
+	left := lsJSON(t, task)
+	if len(left) != 2 {
+		t.Errorf("after the pool ended: %d projects of the task, want the 2 handed-over samples: %v", len(left), left)
+	}
+	imgs, err := c.ImageList(t.Context(), image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labels.LabelStateTask+"="+task))})
+	if err != nil || len(imgs) == 0 {
+		t.Errorf("the snapshot's images went while samples from it live: %d (%v)", len(imgs), err)
+	}
+	for name := range left {
+		if code, _, errOut := runCLI(t, "down", name); code != 0 {
+			t.Errorf("down %s: %d %s", name, code, errOut)
+		}
+	}
+	imgs, err = c.ImageList(t.Context(), image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labels.LabelStateTask+"="+task))})
+	if err != nil || len(imgs) != 0 {
+		t.Errorf("%d images of the snapshot left after its last user went (%v)", len(imgs), err)
+	}
+	vols, err := c.VolumeList(t.Context(), volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labels.LabelState), filters.Arg("label", taskLabel(task)))})
+	if err != nil || len(vols.Volumes) != 0 {
+		t.Errorf("%d snapshot volumes left (%v)", len(vols.Volumes), err)
+	}
 }
