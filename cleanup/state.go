@@ -26,7 +26,10 @@ func StateProject(tag string) (string, bool) {
 		return "", false
 	}
 	project, _, ok := strings.Cut(rest, ":")
-	return project, ok && project != ""
+	if !ok || project == "" {
+		return "", false
+	}
+	return project, true
 }
 
 // removeStateTags removes the tags in project's state repository. The removal is not forced:
