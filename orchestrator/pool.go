@@ -98,7 +98,8 @@ type pool struct {
 	// shared lets other processes take the pool's samples (TaskSpec.SharePool).
 	shared bool
 	// from is the state the pool's samples start from (PrewarmOptions.From), nil for none;
-	// fromSnap is the snapshot it was given, whose own state from may be a copy of.
+	// fromKey names the snapshot it was told to fill from (see stateKey), of which from may
+	// be the task's copy: takes match on it.
 	from    *backend.State
 	fromKey string
 	// watching is set while the engine's event stream reports the deaths of the pool's
@@ -136,7 +137,7 @@ type PrewarmOptions struct {
 	// a SampleInit that finds the pool empty, while the pool fills from it. A snapshot its
 	// sample owns is first copied for the task (its images tagged again, its volumes copied),
 	// so that the pool outlives that sample; the copy goes with Task.Cleanup. A pool filled
-	// from a snapshot is shared only with processes whose pool fills from the same copy.
+	// from a snapshot is shared only with starts from the same snapshot.
 	From *Snapshot
 }
 
