@@ -61,6 +61,7 @@ func (b *Backend) restoreVolumes(ctx context.Context, op string, st backend.Stat
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	var work []func(context.Context) error
 	for _, key := range slices.Sorted(maps.Keys(st.Volumes)) {
 		v, ok := target.Volumes[key]
 		if !ok || bool(v.External) {
@@ -79,11 +80,16 @@ func (b *Backend) restoreVolumes(ctx context.Context, op string, st backend.Stat
 		maps.Copy(lbl, labels.ProjectSelectorMap(target.Name))
 		lbl[labels.ComposeVolumeLabel] = key
 		lbl[labels.ComposeVersionLabel] = labels.ComposeVersion
-		if err := b.copyVolume(ctx, base, target.Name, st.Volumes[key], name, lbl); err != nil {
-			return fmt.Errorf("%s: volume %s: %w", op, key, err)
-		}
+		src := st.Volumes[key]
+		work = append(work, func(ctx context.Context) error {
+			if err := b.copyVolume(ctx, base, target.Name, src, name, lbl); err != nil {
+				return fmt.Errorf("%s: volume %s: %w", op, key, err)
+			}
+			return nil
+		})
 	}
-	return nil
+	// At once, as the snapshot's copies are made.
+	return runAll(ctx, work)
 }
 
 // RemoveContainers removes the project's containers, one at a time: a reset keeps the

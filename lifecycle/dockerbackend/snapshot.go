@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -105,13 +106,20 @@ func (b *Backend) Snapshot(ctx context.Context, req backend.SnapshotRequest) (ba
 	if err := b.recordOwner(ctx, &st, req); err != nil {
 		return fail(fmt.Errorf("%s: %w", op, err))
 	}
+	// The commits and the volume copies run at once: the sample stays paused until the last
+	// one ends. Each name is in st before its work starts, so that a failure removes whatever
+	// was made (a removal of what does not exist is no error).
+	var work []func(context.Context) error
 	for _, svc := range slices.Sorted(maps.Keys(byService)) {
 		ctr := byService[svc]
 		ref := fmt.Sprintf("%s:snap.%s.%s", cleanup.StateRepo(req.Owner), req.Name, svc)
-		if _, err := c.ContainerCommit(ctx, ctr.ID, container.CommitOptions{Reference: ref, Pause: false, Changes: stateLabels(ctr.Labels, req)}); err != nil {
-			return fail(fmt.Errorf("%s: commit %s: %w", op, svc, err))
-		}
 		st.Images[svc] = ref
+		work = append(work, func(ctx context.Context) error {
+			if _, err := c.ContainerCommit(ctx, ctr.ID, container.CommitOptions{Reference: ref, Pause: false, Changes: stateLabels(ctr.Labels, req)}); err != nil {
+				return fmt.Errorf("%s: commit %s: %w", op, svc, err)
+			}
+			return nil
+		})
 	}
 	for _, v := range vols.Volumes {
 		key := v.Labels[labels.ComposeVolumeLabel]
@@ -119,13 +127,41 @@ func (b *Backend) Snapshot(ctx context.Context, req backend.SnapshotRequest) (ba
 			continue
 		}
 		name := fmt.Sprintf("%s_cbxstate.%s.%s", req.Owner, req.Name, key)
-		if err := b.copyVolume(ctx, base, req.Owner, v.Name, name, stateVolumeLabels(req, key)); err != nil {
-			st.Volumes[key] = name
-			return fail(fmt.Errorf("%s: copy volume %s: %w", op, key, err))
-		}
 		st.Volumes[key] = name
+		work = append(work, func(ctx context.Context) error {
+			if err := b.copyVolume(ctx, base, req.Owner, v.Name, name, stateVolumeLabels(req, key)); err != nil {
+				return fmt.Errorf("%s: copy volume %s: %w", op, key, err)
+			}
+			return nil
+		})
+	}
+	if err := runAll(ctx, work); err != nil {
+		return fail(err)
 	}
 	return st, nil
+}
+
+// runAll runs work at once and returns every failure; the first cancels the others.
+func runAll(ctx context.Context, work []func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu   sync.Mutex
+		errs *multierror.Error
+		wg   sync.WaitGroup
+	)
+	for _, w := range work {
+		wg.Go(func() {
+			if err := w(ctx); err != nil {
+				mu.Lock()
+				errs = multierror.Append(errs, err)
+				mu.Unlock()
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	return errs.ErrorOrNil()
 }
 
 // recordOwner gives a state whose owner is not the project it is taken from (a snapshot the
