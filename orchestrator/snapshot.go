@@ -145,10 +145,11 @@ func (s *Sample) snapshotForTask(ctx context.Context, fk backend.Forker, name st
 	if t == nil {
 		return nil, cbxerr.New(cbxerr.ErrInvalidConfig, fmt.Sprintf("snapshot %s: a sample opened by project name has no task to keep its snapshot", s.project))
 	}
-	holder, err := t.keeper()
+	holder, ctx, leave, err := t.keeper(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", s.project, err)
 	}
+	defer leave()
 	st, err := fk.Snapshot(ctx, s.snapshotRequest(name, holder))
 	if err != nil {
 		return nil, s.o.engineLost(err)
@@ -159,15 +160,18 @@ func (s *Sample) snapshotForTask(ctx context.Context, fk backend.Forker, name st
 
 // keeper registers a new project name for a snapshot the task keeps, so that Task.Cleanup's
 // sweep by labels removes it (its record volume carries the task's and this process's labels).
-func (t *Task) keeper() (string, error) {
-	holder := compose.ProjectName(t.name, compose.NewSampleID())
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return "", cbxerr.New(cbxerr.ErrUnavailable, fmt.Sprintf("task %s is cleaned up", t.name))
+// The recording is admitted as a SampleInit is (see enter): a Task.Cleanup that starts meanwhile
+// cancels it and waits for it, so that its sweep sees what it made. Call leave once it is done.
+func (t *Task) keeper(ctx context.Context) (holder string, _ context.Context, leave func(), _ error) {
+	ctx, leave, err := t.enter(ctx)
+	if err != nil {
+		return "", nil, nil, err
 	}
+	holder = compose.ProjectName(t.name, compose.NewSampleID())
+	t.mu.Lock()
 	t.projects[holder] = true
-	return holder, nil
+	t.mu.Unlock()
+	return holder, ctx, leave, nil
 }
 
 // keep records a state the task keeps; keeps reports whether it still does, and keptState
@@ -204,10 +208,11 @@ func (t *Task) keepCopy(ctx context.Context, sn *Snapshot) (backend.State, error
 	if err != nil {
 		return backend.State{}, err
 	}
-	holder, err := t.keeper()
+	holder, ctx, leave, err := t.keeper(ctx)
 	if err != nil {
 		return backend.State{}, err
 	}
+	defer leave()
 	st, err := fk.CopyState(ctx, sn.state, backend.SnapshotRequest{Name: sn.state.Name, Owner: holder, Task: t.name, Process: t.o.owner, Created: time.Now()})
 	if err != nil {
 		return backend.State{}, t.o.engineLost(err)
