@@ -187,3 +187,27 @@ func TestSnapshotsLiveWithTheirLastUser(t *testing.T) {
 		t.Errorf("after the last user's Cleanup: %d snapshot images, %d snapshot volumes left", imgs, vols)
 	}
 }
+
+// TestResetToASnapshotWhoseVolumeIsGoneLeaksNothing: the engine creates a volume a container
+// mounts if it is missing, without labels; a copy from a snapshot's volume removed meanwhile
+// must fail as not found, not bring the volume back where no cleanup finds it.
+func TestResetToASnapshotWhoseVolumeIsGoneLeaksNothing(t *testing.T) {
+	o, _ := newOrchestrator(t)
+	task := taskInit(t, o, orchestrator.TaskSpec{Name: uniqueName("snapgone"), YAML: []byte(forkTask)})
+	s := startSamples(t, task, 1)[0]
+	if _, err := s.Snapshot(t.Context(), "base"); err != nil {
+		t.Fatal(err)
+	}
+	gone := s.Project() + "_cbxstate.base.site"
+	c := o.Client()
+	if err := c.VolumeRemove(t.Context(), gone, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reset(t.Context(), "base"); !errors.Is(err, orchestrator.ErrNotFound) {
+		t.Errorf("reset to a snapshot whose volume is gone: %v, want not found", err)
+	}
+	if _, err := c.VolumeInspect(t.Context(), gone); err == nil {
+		_ = c.VolumeRemove(context.Background(), gone, true)
+		t.Errorf("the reset made %s again", gone)
+	}
+}

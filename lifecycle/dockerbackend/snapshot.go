@@ -230,6 +230,14 @@ func stateLabels(l map[string]string, req backend.SnapshotRequest) []string {
 // nothing the owner's teardown would not find.
 func (b *Backend) copyVolume(ctx context.Context, img, owner, src, dst string, lbl map[string]string) error {
 	c := b.raw
+	// The engine creates a missing volume that a container mounts, without labels: a source
+	// removed meanwhile (with its snapshot's sample) would come back as a leak no cleanup finds.
+	if _, err := c.VolumeInspect(ctx, src); err != nil {
+		if client.IsErrNotFound(err) {
+			return errdefs.New(errdefs.ErrNotFound, fmt.Sprintf("copy %s: it is gone (removed with its snapshot)", src))
+		}
+		return fmt.Errorf("copy %s: %w", src, err)
+	}
 	if err := c.VolumeRemove(ctx, dst, true); err != nil && !client.IsErrNotFound(err) {
 		return fmt.Errorf("remove the old %s: %w", dst, err)
 	}
