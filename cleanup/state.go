@@ -15,7 +15,22 @@ import (
 // project's own start from a state are tagged in. An image committed once is shared by every
 // project that starts from it, each through a tag of its own repository: removing a project
 // removes its tags, and the image goes with its last tag.
-func StateRepo(project string) string { return "composebox-state/" + project }
+func StateRepo(project string) string { return stateRepoPrefix + project }
+
+const stateRepoPrefix = "composebox-state/"
+
+// StateProject is the project whose state repository tag (repository:tag) is in.
+func StateProject(tag string) (string, bool) {
+	rest, ok := strings.CutPrefix(tag, stateRepoPrefix)
+	if !ok {
+		return "", false
+	}
+	project, _, ok := strings.Cut(rest, ":")
+	if !ok || project == "" {
+		return "", false
+	}
+	return project, true
+}
 
 // removeStateTags removes the tags in project's state repository. The removal is not forced:
 // an image another project still tags or runs stays.

@@ -97,6 +97,11 @@ type pool struct {
 
 	// shared lets other processes take the pool's samples (TaskSpec.SharePool).
 	shared bool
+	// from is the state the pool's samples start from (PrewarmOptions.From), nil for none;
+	// fromKey names the snapshot it was told to fill from (see stateKey), of which from may
+	// be the task's copy: takes match on it.
+	from    *backend.State
+	fromKey string
 	// watching is set while the engine's event stream reports the deaths of the pool's
 	// containers; a take checks that the sample still runs itself otherwise.
 	watching atomic.Bool
@@ -124,14 +129,36 @@ func (t *Task) Poolable() (bool, string) {
 	return compose.Poolable(t.project)
 }
 
+// PrewarmOptions configures Task.Prewarm. The zero value is a pool of samples started as
+// SampleInit starts them.
+type PrewarmOptions struct {
+	// From fills the pool from a snapshot of one of the task's samples: each pooled sample
+	// starts at the snapshot's files and volumes, as Task.SampleFrom starts one, and so does
+	// a SampleInit that finds the pool empty, while the pool fills from it. A snapshot its
+	// sample owns is first copied for the task (its images tagged again, its volumes copied),
+	// so that the pool outlives that sample; the copy goes with Task.Cleanup. A pool filled
+	// from a snapshot is shared only with starts from the same snapshot.
+	From *Snapshot
+}
+
 // Prewarm keeps n ready samples of the task from now on (n = 0 ends the pool), started in the
-// background; it returns at once (see PoolStatus). Lowering n removes the surplus. A task that
+// background; it returns at once (see PoolStatus). Lowering n removes the surplus, and a pool
+// told to fill from another snapshot (or none) removes the samples it holds. A task that
 // cannot be pooled (see Poolable) is ErrInvalidConfig, on a backend without warm pools
 // (backend.Pooler) a *backend.UnsupportedError, and an EventPoolRefused says why. Pooled
 // samples are removed by Task.Cleanup.
-func (t *Task) Prewarm(ctx context.Context, n int) error {
+func (t *Task) Prewarm(ctx context.Context, n int, opts ...PrewarmOptions) error {
 	if n < 0 {
 		return cbxerr.New(cbxerr.ErrInvalidConfig, fmt.Sprintf("prewarm %s: negative pool size %d", t.name, n))
+	}
+	var opt PrewarmOptions
+	if len(opts) > 0 {
+		opt = opts[len(opts)-1]
+	}
+	if opt.From != nil {
+		if err := t.checkSnapshot("prewarm "+t.name+" from snapshot", opt.From); err != nil {
+			return err
+		}
 	}
 	if t.o.pooler == nil {
 		err := backend.Lacks("prewarm "+t.name, t.o.backend, "backend.Pooler")
@@ -158,11 +185,25 @@ func (t *Task) Prewarm(ctx context.Context, n int) error {
 		go p.run()
 	}
 	t.mu.Unlock()
+	from, err := t.poolState(ctx, p, opt.From)
+	if err != nil {
+		return fmt.Errorf("prewarm %s: %w", t.name, err)
+	}
 	p.mu.Lock()
 	p.target = n
 	var surplus []*Sample
+	if !sameState(p.from, from) {
+		// Its samples started from what the pool no longer fills from.
+		surplus = slices.Clone(p.ready)
+		p.ready = nil
+		p.from = from
+		p.fromKey = ""
+		if opt.From != nil {
+			p.fromKey = stateKey(&opt.From.state)
+		}
+	}
 	if len(p.ready) > n {
-		surplus = slices.Clone(p.ready[n:])
+		surplus = append(surplus, p.ready[n:]...)
 		p.ready = p.ready[:n]
 	}
 	p.mu.Unlock()
@@ -171,6 +212,80 @@ func (t *Task) Prewarm(ctx context.Context, n int) error {
 		p.discard(s)
 	}
 	return nil
+}
+
+// poolState is the state a pool fills from for sn: none for nil, sn's own when the task keeps
+// it, else the task's copy of it (the pool's current one when sn is what it already fills
+// from).
+func (t *Task) poolState(ctx context.Context, p *pool, sn *Snapshot) (*backend.State, error) {
+	if sn == nil {
+		return nil, nil
+	}
+	if sn.task == t {
+		st := sn.state
+		return &st, nil
+	}
+	p.mu.Lock()
+	cur, key := p.from, p.fromKey
+	p.mu.Unlock()
+	if cur != nil && key == stateKey(&sn.state) {
+		return cur, nil
+	}
+	st, err := t.keepCopy(ctx, sn)
+	if err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// sameState reports whether a and b are the same state (or both none).
+func sameState(a, b *backend.State) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Owner == b.Owner && a.Name == b.Name
+}
+
+// poolFrom is the state the task's pool fills from, nil for none.
+func (t *Task) poolFrom() *backend.State {
+	p := t.currentPool()
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.from
+}
+
+// stateKey names a snapshot by its owner and name: "" for none.
+func stateKey(st *backend.State) string {
+	if st == nil {
+		return ""
+	}
+	return st.Owner + "/" + st.Name
+}
+
+// wantKey is the key of the snapshot a start for spec wants its sample from: the one the pool
+// was told to fill from when spec's state is the pool's (its copy of that snapshot).
+func (t *Task) wantKey(spec SampleSpec) string {
+	if p := t.currentPool(); p != nil && spec.from != nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if sameState(p.from, spec.from) {
+			return p.fromKey
+		}
+	}
+	return stateKey(spec.from)
+}
+
+// poolFingerprint is fingerprint for samples started from the snapshot key names: a sample
+// started from a snapshot is no stand-in for one that was not, nor for one from another.
+func (t *Task) poolFingerprint(key string) string {
+	if key == "" {
+		return t.fingerprint()
+	}
+	h := sha256.Sum256([]byte(t.fingerprint() + "\x00" + key))
+	return hex.EncodeToString(h[:])[:16]
 }
 
 // prewarmFromSpec starts the pool TaskSpec.Warm asks for. A task that cannot be pooled is not
@@ -287,7 +402,10 @@ func (p *pool) run() {
 // is found by the check each new stream starts with, which covers joining samples too.
 func (p *pool) fill(slot *slot) {
 	t := p.t
-	s, err := t.startSample(p.ctx, SampleSpec{}, slot)
+	p.mu.Lock()
+	from, key := p.from, p.fromKey
+	p.mu.Unlock()
+	s, err := t.startSample(p.ctx, SampleSpec{from: from}, slot)
 	// After the sample joined the pool (or failed): see startSample.
 	defer func() { slot.release(t.o.outcomeOf(err)) }()
 	var markedAt time.Time
@@ -297,7 +415,7 @@ func (p *pool) fill(slot *slot) {
 		p.mu.Lock()
 		p.joining[project] = &joiner{s: s}
 		p.mu.Unlock()
-		err = t.o.pooler.MarkWarm(p.ctx, backend.WarmMarker{Marker: backend.Marker{Project: s.project, Task: t.name, Sample: s.id, Owner: t.o.owner}, Fingerprint: t.fingerprint(), Shared: p.shared})
+		err = t.o.pooler.MarkWarm(p.ctx, backend.WarmMarker{Marker: backend.Marker{Project: s.project, Task: t.name, Sample: s.id, Owner: t.o.owner}, Fingerprint: t.poolFingerprint(key), Shared: p.shared})
 		markedAt = time.Now()
 	}
 	p.mu.Lock()
@@ -316,8 +434,9 @@ func (p *pool) fill(slot *slot) {
 		p.failures++
 		backoff := min(refillBackoffMin<<min(p.failures-1, 16), refillBackoffMax)
 		p.pauseUntil = time.Now().Add(backoff)
-	case p.stopped || len(p.ready) >= p.target:
-		// Ended or shrunk while this one started: a pool never holds more than asked.
+	case p.stopped || len(p.ready) >= p.target || !sameState(p.from, from):
+		// Ended, shrunk or told to fill from another state while this one started: a pool
+		// never holds more than asked, nor what it was not asked for.
 		p.mu.Unlock()
 		slot.release(succeeded)
 		p.discard(s)
@@ -409,15 +528,16 @@ func (t *Task) takeWarm(ctx context.Context, spec SampleSpec) *Sample {
 	if closed {
 		return nil
 	}
+	want := t.wantKey(spec)
 	if p == nil {
-		return t.takeShared(ctx, spec)
+		return t.takeShared(ctx, spec, want)
 	}
 	for {
 		start := time.Now()
 		p.mu.Lock()
-		if p.stopped || len(p.ready) == 0 {
+		if p.stopped || len(p.ready) == 0 || p.fromKey != want {
 			p.mu.Unlock()
-			return t.takeShared(ctx, spec)
+			return t.takeShared(ctx, spec, want)
 		}
 		s := p.ready[0]
 		p.ready = p.ready[1:]
@@ -559,7 +679,7 @@ func (t *Task) taken(s *Sample, start time.Time) {
 // keeps for a task of the same name and configuration, or returns nil. The claim marker names
 // this process as an owner too, so the sample lives while either process does; the keeper
 // sees the marker gone and forgets the sample.
-func (t *Task) takeShared(ctx context.Context, spec SampleSpec) *Sample {
+func (t *Task) takeShared(ctx context.Context, spec SampleSpec, want string) *Sample {
 	if !t.spec.TakeShared || t.o.pooler == nil {
 		return nil
 	}
@@ -569,7 +689,7 @@ func (t *Task) takeShared(ctx context.Context, spec SampleSpec) *Sample {
 		t.o.cfg.log.Warn("find shared warm samples", "task", t.name, "err", err)
 		return nil
 	}
-	fp := t.fingerprint()
+	fp := t.poolFingerprint(want)
 	for _, w := range warm {
 		if !w.Shared || w.Fingerprint != fp || w.Owner == t.o.owner || tracking.OwnerStatus(w.Owner) != backend.StatusAlive {
 			continue

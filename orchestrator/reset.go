@@ -26,6 +26,9 @@ func (s *Sample) Reset(ctx context.Context, name string) error {
 		return fmt.Errorf("reset %s: %w", s.project, err)
 	}
 	st, ok := s.states.get(name)
+	if !ok && s.task != nil {
+		st, ok = s.task.keptState(s.project, name)
+	}
 	if !ok {
 		// Taken by another process (composebox snapshot), it is found by its tags and labels.
 		found, err := fk.FindState(ctx, s.project, name)
@@ -88,12 +91,32 @@ func (s *Sample) adopt(states []backend.ServiceState) error {
 
 // Snapshot records the state of project, a live sample of this task that any process started
 // (composebox up), as Sample.Snapshot does; Reset takes it back there from any process.
-func (t *Task) Snapshot(ctx context.Context, project, name string) (*Snapshot, error) {
+func (t *Task) Snapshot(ctx context.Context, project, name string, opts ...SnapshotOptions) (*Snapshot, error) {
 	s, err := t.adoptProject(ctx, project)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", project, err)
 	}
-	return s.Snapshot(ctx, name)
+	return s.Snapshot(ctx, name, opts...)
+}
+
+// FindSnapshot is the snapshot name of project, a live sample of this task, that any process
+// took (composebox snapshot): a warm pool can be filled from it (PrewarmOptions.From), and
+// SampleFrom start samples from it, while project keeps it.
+func (t *Task) FindSnapshot(ctx context.Context, project, name string) (*Snapshot, error) {
+	fk, err := t.o.forker("snapshot")
+	if err != nil {
+		return nil, fmt.Errorf("find snapshot %s of %s: %w", name, project, err)
+	}
+	s, err := t.adoptProject(ctx, project)
+	if err != nil {
+		return nil, fmt.Errorf("find snapshot %s of %s: %w", name, project, err)
+	}
+	st, err := fk.FindState(ctx, project, name)
+	if err != nil {
+		return nil, fmt.Errorf("find snapshot %s of %s: %w", name, project, t.o.engineLost(err))
+	}
+	s.states.put(st)
+	return &Snapshot{sample: s, state: st}, nil
 }
 
 // Reset brings project, a live sample of this task that any process started, back to its

@@ -127,6 +127,8 @@ func (s *Sample) Sandbox(service string) (*Sandbox, error) {
 // When the task keeps a warm pool (TaskSpec.Warm, Task.Prewarm) and a sample in it is ready,
 // SampleInit takes that one instead of starting a new one.
 func (t *Task) SampleInit(ctx context.Context, spec SampleSpec) (*Sample, error) {
+	// While the pool fills from a snapshot, SampleInit's samples start there, warm or cold.
+	spec.from = t.poolFrom()
 	if s := t.takeWarm(ctx, spec); s != nil {
 		return s, nil
 	}
@@ -270,8 +272,9 @@ func (t *Task) place(ctx context.Context, s *Sample, p *types.Project, from *bac
 	}
 	req := backend.PlaceRequest{Project: p, Task: t.name, Labels: t.spec.EngineLabels}
 	if from != nil {
-		// A sample started from a recorded state goes where the state is.
-		req.From = from.Project
+		// A sample started from a recorded state goes where the state is: with the project
+		// that owns it (its sample's, or the task's that keeps it).
+		req.From = cmp.Or(from.Owner, from.Project)
 	}
 	where, err := pl.Place(ctx, req)
 	if err != nil {
@@ -450,6 +453,9 @@ func (s *Sample) cleanup(dctx context.Context) error {
 		}
 	}
 	s.cleaned = cleanupErr == nil
+	if s.cleaned {
+		s.states.clear() // its snapshots went with it
+	}
 	s.emit(Event{Kind: EventSampleRemoved, Task: task, Sample: s.id, Project: s.project, Duration: time.Since(start), Err: cleanupErr})
 	return cleanupErr
 }

@@ -132,6 +132,10 @@ type Task struct {
 	// removes only these, never those of another task of the same name in this process.
 	projects map[string]bool
 	closed   bool
+	// kept are the snapshots the task keeps (SnapshotOptions.KeepWithTask, a warm pool's copy),
+	// by the project name each is kept under, and by their sample's project and name.
+	kept       map[string]backend.State
+	keptByName map[[2]string]backend.State
 	// pool is the task's warm pool, nil until Prewarm.
 	pool *pool
 	// fp is the task's configuration fingerprint in its warm markers, computed once.

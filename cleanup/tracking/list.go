@@ -12,6 +12,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
@@ -57,7 +58,9 @@ func summaryContainer(x container.Summary) backend.SummaryContainer {
 
 // List finds every composebox project from its containers, networks and volumes, so that a
 // project with only a leftover network or volume is found too (`docker compose ls` misses
-// those). Resources without a compose project label are not projects and are left out. The
+// those), and last from the tags of recorded states (snapshots), so that a project of which
+// only such a tag is left (its process died between the commit and the project's first
+// container) is found too, owned by the process that committed the image. Resources without a compose project label are not projects and are left out. The
 // result is sorted by creation time, then name. Engine is left empty: only the backend knows
 // which engine c is.
 func List(ctx context.Context, c client.APIClient) ([]backend.Project, error) {
@@ -70,7 +73,7 @@ func List(ctx context.Context, c client.APIClient) ([]backend.Project, error) {
 
 // listAll is List with each project's owners kept.
 func listAll(ctx context.Context, c client.APIClient) ([]listed, error) {
-	return list(ctx, c, filters.NewArgs(filters.Arg("label", labels.ManagedFilter)))
+	return list(ctx, c, filters.NewArgs(filters.Arg("label", labels.ManagedFilter)), "")
 }
 
 // projects is ls without the listing's bookkeeping.
@@ -82,9 +85,10 @@ func projects(ls []listed) []backend.Project {
 	return out
 }
 
-// list aggregates the resources matching f into projects. The status of each is computed from
-// its owner labels (and the detached marker, when f lets it through).
-func list(ctx context.Context, c client.APIClient, f filters.Args) ([]listed, error) {
+// list aggregates the resources matching f into projects, and the tags of recorded states that
+// owner committed (any owner's when "") into projects that have nothing else. The status of
+// each is computed from its owner labels (and the detached marker, when f lets it through).
+func list(ctx context.Context, c client.APIClient, f filters.Args, owner string) ([]listed, error) {
 	agg := aggregator{projects: map[string]*backend.Summary{}}
 	ctrs, err := c.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil {
@@ -114,7 +118,45 @@ func list(ctx context.Context, c client.APIClient, f filters.Args) ([]listed, er
 			p.Volume()
 		}
 	}
+	if err := agg.stateTags(ctx, c, owner); err != nil {
+		return nil, err
+	}
 	return agg.result(), nil
+}
+
+// stateTags adds the projects of which nothing is left but tags in their state repositories
+// (cleanup.StateRepo) of images a snapshot committed, with the committer's labels as the
+// project's: its owner, task and time. A project that has anything else is the business of
+// its other resources' labels: a sample started from a state another process committed is
+// its own process's, not the committer's.
+func (a *aggregator) stateTags(ctx context.Context, c client.APIClient, owner string) error {
+	f := filters.NewArgs(filters.Arg("label", labels.LabelStateImage+"=true"))
+	if owner != "" {
+		f.Add("label", labels.LabelStateOwner+"="+owner)
+	}
+	imgs, err := c.ImageList(ctx, image.ListOptions{Filters: f})
+	if err != nil {
+		return fmt.Errorf("list projects: snapshot images: %w", err)
+	}
+	others := make(map[string]bool, len(a.projects))
+	for name := range a.projects {
+		others[name] = true
+	}
+	for _, img := range imgs {
+		for _, tag := range img.RepoTags {
+			project, ok := cleanup.StateProject(tag)
+			if !ok || others[project] {
+				continue
+			}
+			a.add(map[string]string{
+				labels.ComposeProjectLabel: project,
+				labels.LabelTask:           img.Labels[labels.LabelStateTask],
+				labels.LabelOwner:          img.Labels[labels.LabelStateOwner],
+				labels.LabelCreated:        img.Labels[labels.LabelStateCreated],
+			}, time.Unix(img.Created, 0), "")
+		}
+	}
+	return nil
 }
 
 type aggregator struct {

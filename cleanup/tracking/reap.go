@@ -142,7 +142,7 @@ func SweepOwner(ctx context.Context, c client.APIClient, owner string, opts clea
 	if s := OwnerStatus(owner); s != backend.StatusStale {
 		return nil, errdefs.New(errdefs.ErrConflict, fmt.Sprintf("sweep owner %s: owner is %s, not stale", owner, s))
 	}
-	found, err := list(ctx, c, filters.NewArgs(filters.Arg("label", labels.ManagedFilter), filters.Arg("label", labels.LabelOwner+"="+owner)))
+	found, err := list(ctx, c, filters.NewArgs(filters.Arg("label", labels.ManagedFilter), filters.Arg("label", labels.LabelOwner+"="+owner)), owner)
 	if err != nil {
 		return nil, fmt.Errorf("sweep owner %s: %w", owner, err)
 	}

@@ -21,7 +21,9 @@ type upOptions struct {
 	Reaper  bool
 	Warm    int
 	Cold    bool
-	flags   taskFlags
+	// FromSnapshot is PROJECT:NAME, a snapshot of a live sample of the task.
+	FromSnapshot string
+	flags        taskFlags
 }
 
 func newUpCmd(g *globals) *cobra.Command {
@@ -44,7 +46,13 @@ they are taken, until it is interrupted (Ctrl-C, SIGTERM): it then removes the s
 the pool and exits. The sample it printed, and every sample taken from the pool, is handed over
 and stays. 'ls' shows the pooled samples as warm; if up is killed, they are stale and
 'cleanup --stale' (or --reaper's watchdog) removes them. A task whose files use per-sample
-variables (--metadata, SAMPLE_METADATA_*) cannot be pooled: up says why and keeps no pool.`,
+variables (--metadata, SAMPLE_METADATA_*) cannot be pooled: up says why and keeps no pool.
+
+With --from-snapshot PROJECT:NAME, the sample starts from snapshot NAME of PROJECT, a live sample
+of the same task ('composebox snapshot -p PROJECT NAME'): its files and volumes, with its
+services started afresh. With --warm too, the pool fills from it: up first copies the snapshot
+for the pool (so that the pool outlives PROJECT), and other 'up --from-snapshot PROJECT:NAME'
+runs take from that pool; the copy goes with the pool.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := ""
@@ -64,6 +72,7 @@ variables (--metadata, SAMPLE_METADATA_*) cannot be pooled: up says why and keep
 	cmd.Flags().BoolVar(&opts.Reaper, "reaper", false, "start a watchdog that removes the sample if composebox dies before it is ready")
 	cmd.Flags().IntVar(&opts.Warm, "warm", 0, "after starting the sample, keep N ready samples of the task for other 'up' runs until interrupted")
 	cmd.Flags().BoolVar(&opts.Cold, "cold", false, "always start a new sample: never take one from a warm pool")
+	cmd.Flags().StringVar(&opts.FromSnapshot, "from-snapshot", "", "PROJECT:NAME: start the sample (and, with --warm, the pool's) from snapshot NAME of live sample PROJECT")
 	opts.flags.register(cmd.Flags())
 	return cmd
 }
@@ -102,20 +111,49 @@ func runUp(cmd *cobra.Command, g *globals, path string, opts upOptions) error {
 	if opts.Warm < 0 {
 		return usageError{fmt.Errorf("up: --warm %d: must not be negative", opts.Warm)}
 	}
+	var fromProject, fromName string
+	if opts.FromSnapshot != "" {
+		var ok bool
+		if fromProject, fromName, ok = strings.Cut(opts.FromSnapshot, ":"); !ok || fromProject == "" || fromName == "" {
+			return usageError{fmt.Errorf("up: --from-snapshot %q: want PROJECT:NAME", opts.FromSnapshot)}
+		}
+	}
 	spec.Warm, spec.SharePool, spec.TakeShared = opts.Warm, opts.Warm > 0, !opts.Cold
+	if fromProject != "" {
+		spec.Warm = 0 // the pool starts below, from the snapshot
+	}
 	task, err := o.TaskInit(ctx, spec)
 	if err != nil {
 		return err
 	}
-	if opts.Warm > 0 {
-		// Ends the pool on return: its samples go, the handed-over ones stay.
+	if opts.Warm > 0 || fromProject != "" {
+		// Ends the pool on return: its samples (and its copy of a snapshot) go, the
+		// handed-over ones stay.
 		defer func() { _ = task.Cleanup(context.WithoutCancel(ctx)) }()
+	}
+	if opts.Warm > 0 {
 		if st := task.PoolStatus(); !st.Poolable {
 			return cbxerr.New(cbxerr.ErrInvalidConfig, fmt.Sprintf("up --warm: task %s cannot be pooled: %s (drop --warm)", task.Name(), st.Reason))
 		}
 	}
+	var snap *orchestrator.Snapshot
+	if fromProject != "" {
+		if snap, err = task.FindSnapshot(ctx, fromProject, fromName); err != nil {
+			return err
+		}
+		if opts.Warm > 0 {
+			if err := task.Prewarm(ctx, opts.Warm, orchestrator.PrewarmOptions{From: snap}); err != nil {
+				return err
+			}
+		}
+	}
 	g.progress.starting(task)
-	sample, err := task.SampleInit(ctx, sspec)
+	var sample *orchestrator.Sample
+	if snap != nil {
+		sample, err = task.SampleFrom(ctx, snap, sspec)
+	} else {
+		sample, err = task.SampleInit(ctx, sspec)
+	}
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,11 @@ import (
 func (b *Backend) Restore(ctx context.Context, st backend.State, target *types.Project) error {
 	op := fmt.Sprintf("restore %s of %s into %s", st.Name, st.Project, target.Name)
 	c := b.raw
+	// The volumes first: they carry the project's labels, so that a process that dies before
+	// the tags below still leaves its project findable by them.
+	if err := b.restoreVolumes(ctx, op, st, target); err != nil {
+		return err
+	}
 	for _, name := range slices.Sorted(maps.Keys(target.Services)) {
 		src, ok := st.Images[name]
 		if !ok {
@@ -43,6 +48,12 @@ func (b *Backend) Restore(ctx context.Context, st backend.State, target *types.P
 		svc.PullPolicy = types.PullPolicyNever
 		target.Services[name] = svc
 	}
+	return nil
+}
+
+// restoreVolumes gives each named volume of target that st recorded a fresh copy of its
+// content, with target's labels.
+func (b *Backend) restoreVolumes(ctx context.Context, op string, st backend.State, target *types.Project) error {
 	if len(st.Volumes) == 0 {
 		return nil
 	}
@@ -50,6 +61,7 @@ func (b *Backend) Restore(ctx context.Context, st backend.State, target *types.P
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	var work []func(context.Context) error
 	for _, key := range slices.Sorted(maps.Keys(st.Volumes)) {
 		v, ok := target.Volumes[key]
 		if !ok || bool(v.External) {
@@ -59,18 +71,25 @@ func (b *Backend) Restore(ctx context.Context, st backend.State, target *types.P
 		if name == "" {
 			name = target.Name + "_" + key
 		}
-		lbl := maps.Clone(v.CustomLabels)
-		if lbl == nil {
-			lbl = map[string]string{}
-		}
+		// The project's own labels (owner, task, sample, time) too, as compose would put them:
+		// a process that dies before the project's containers exist leaves a volume that a
+		// cleanup finds, and can tell stale.
+		lbl := map[string]string{}
+		maps.Copy(lbl, v.CustomLabels)
+		maps.Copy(lbl, v.Labels)
 		maps.Copy(lbl, labels.ProjectSelectorMap(target.Name))
 		lbl[labels.ComposeVolumeLabel] = key
 		lbl[labels.ComposeVersionLabel] = labels.ComposeVersion
-		if err := b.copyVolume(ctx, base, target.Name, st.Volumes[key], name, lbl); err != nil {
-			return fmt.Errorf("%s: volume %s: %w", op, key, err)
-		}
+		src := st.Volumes[key]
+		work = append(work, func(ctx context.Context) error {
+			if err := b.copyVolume(ctx, base, target.Name, src, name, lbl); err != nil {
+				return fmt.Errorf("%s: volume %s: %w", op, key, err)
+			}
+			return nil
+		})
 	}
-	return nil
+	// At once, as the snapshot's copies are made.
+	return runAll(ctx, work)
 }
 
 // RemoveContainers removes the project's containers, one at a time: a reset keeps the

@@ -42,6 +42,10 @@ func (b *Backend) Snapshot(ctx context.Context, req backend.SnapshotRequest) (ba
 	if err != nil {
 		return backend.State{}, err
 	}
+	if req.Owner != req.Project {
+		// The owner (a task's) has nothing but the state, which lives here.
+		b.moveTo(req.Owner, m)
+	}
 	st, err := fk.Snapshot(ctx, req)
 	return st, m.wrap(err)
 }
@@ -95,6 +99,22 @@ func (b *Backend) RemoveState(ctx context.Context, st backend.State) error {
 		return err
 	}
 	return m.wrap(fk.RemoveState(ctx, st))
+}
+
+// CopyState copies st on the engine that holds it, where the copy stays: req.Owner is placed
+// there.
+func (b *Backend) CopyState(ctx context.Context, st backend.State, req backend.SnapshotRequest) (backend.State, error) {
+	m, err := b.stateMember(ctx, st)
+	if err != nil {
+		return backend.State{}, err
+	}
+	fk, err := m.forker("snapshot")
+	if err != nil {
+		return backend.State{}, err
+	}
+	b.moveTo(req.Owner, m)
+	out, err := fk.CopyState(ctx, st, req)
+	return out, m.wrap(err)
 }
 
 // FindState finds owner's state name on owner's engine.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
 )
@@ -33,6 +34,10 @@ type Forker interface {
 	// FindState finds the state name of owner that some process recorded; none is
 	// ErrNotFound.
 	FindState(ctx context.Context, owner, name string) (State, error)
+	// CopyState records st again for req.Owner under req.Name (req.Project is ignored): the
+	// same committed files, and copies of its volumes, which then live as long as req.Owner
+	// whatever becomes of st. A warm pool filled from a sample's snapshot keeps such a copy.
+	CopyState(ctx context.Context, st State, req SnapshotRequest) (State, error)
 }
 
 // SnapshotRequest says what to record and for whom.
@@ -43,6 +48,11 @@ type SnapshotRequest struct {
 	Name string
 	// Owner is the project the state belongs to: it is removed with that project.
 	Owner string
+	// Task, Process (the owner value of the process recording it, see labels.SelfOwner) and
+	// Created label what the state makes, so that a cleanup finds what a process that died
+	// before its owner project existed left behind, and can tell whether it is stale.
+	Task, Process string
+	Created       time.Time
 }
 
 // State is a recorded filesystem state of a project.
@@ -50,7 +60,9 @@ type State struct {
 	Name, Owner, Project string
 	// Images maps each service to the image its container was committed to.
 	Images map[string]string
-	// Volumes maps each named volume's key in the project to the volume holding its copy.
+	// Volumes maps each named volume's key in the project to the volume holding its copy; the
+	// key "" is, for a state whose owner is not the project it was taken from, an empty volume
+	// recording the owner (whose only resources are the state's).
 	Volumes map[string]string
 }
 
