@@ -42,7 +42,7 @@ const unpauseTimeout = 30 * time.Second
 // which let a cleanup find a tag whose project has nothing else left. The volumes are labelled
 // with the owner project, the task, the process and the time, so that the owner's teardown
 // removes them and a cleanup finds them as the owner's should the owner have nothing else.
-func (b *Backend) Snapshot(ctx context.Context, req backend.SnapshotRequest) (backend.State, error) {
+func (b *Backend) Snapshot(ctx context.Context, req backend.SnapshotRequest) (_ backend.State, retErr error) {
 	op := fmt.Sprintf("snapshot %s of %s", req.Name, req.Project)
 	st := backend.State{Name: req.Name, Owner: req.Owner, Project: req.Project, Images: map[string]string{}, Volumes: map[string]string{}}
 	if !stateName.MatchString(req.Name) {
@@ -82,9 +82,18 @@ func (b *Backend) Snapshot(ctx context.Context, req backend.SnapshotRequest) (ba
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unpauseTimeout)
 		defer cancel()
+		var uerr error
 		for _, id := range paused {
-			if uerr := c.ContainerUnpause(uctx, id); uerr != nil && err == nil {
-				err = fmt.Errorf("%s: unpause: %w", op, uerr)
+			if err := c.ContainerUnpause(uctx, id); err != nil {
+				uerr = multierror.Append(uerr, err)
+			}
+		}
+		if uerr != nil && retErr == nil {
+			// The sample is left paused: the caller must hear of it, and keeps no state it
+			// would not know it has.
+			retErr = fmt.Errorf("%s: unpause: %w", op, uerr)
+			if rerr := b.RemoveState(context.WithoutCancel(uctx), st); rerr != nil {
+				retErr = multierror.Append(retErr, rerr)
 			}
 		}
 	}()
