@@ -197,7 +197,7 @@ func (o *Orchestrator) engineName() string {
 }
 
 // Close releases the orchestrator's backend (unless it was given with WithBackend; a client
-// given with WithClient stays open). It removes no sample anyone holds (call Cleanup on tasks
+// given with the deprecated WithClient stays open). It removes no sample anyone holds (call Cleanup on tasks
 // and samples first), only those still waiting in the warm pool of a task that was not cleaned
 // up, whose refills it ends.
 func (o *Orchestrator) Close() error {
