@@ -192,7 +192,7 @@ func TestWatchDeaths(t *testing.T) {
 	c.env.KillContainer(t, c.admin, s.Project(), "side")
 	select {
 	case d := <-deaths:
-		if d.Project != s.Project() || d.Container != s.Project()+"/side" {
+		if d.Project != s.Project() || d.ContainerID != s.Project()+"/side" {
 			t.Fatalf("death %+v, want %s/side", d, s.Project())
 		}
 	case err := <-errs:
@@ -206,7 +206,7 @@ func TestWatchDeaths(t *testing.T) {
 	}
 	select {
 	case d := <-deaths:
-		if d.Container != s.Project()+"/default" {
+		if d.ContainerID != s.Project()+"/default" {
 			t.Fatalf("death %+v, want %s/default", d, s.Project())
 		}
 	case <-time.After(time.Minute):

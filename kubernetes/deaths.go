@@ -152,7 +152,7 @@ func (b *Backend) watchDeaths(ctx context.Context, opts backend.WatchOptions, de
 			project = pod.Namespace
 		}
 		select {
-		case deaths <- backend.Death{Project: project, Container: pod.Namespace + "/" + pod.Name}:
+		case deaths <- backend.Death{Project: project, Service: pod.Annotations[labels.ComposeServiceLabel], Container: pod.Name, ContainerID: pod.Namespace + "/" + pod.Name}:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()

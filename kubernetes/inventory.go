@@ -6,11 +6,14 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/errdefs"
@@ -103,7 +106,11 @@ func (b *Backend) removedPods(ctx context.Context, sel []string, pods []corev1.P
 // Annotations of a namespace beyond its composebox labels: who claimed it from a warm pool.
 const annotationClaimer = annotationPrefix + "claimer"
 
-// projects lists the composebox namespaces as projects, with their pods counted.
+// projects lists the composebox namespaces as projects, with their pods counted as Wait saw
+// them: Wait hands a sample over once composebox's own probe saw its containers run, which
+// can be seconds before the kubelet posts them running, so a pod whose status still says
+// created is looked into (observed), as Containers does, and a listing made once Up and Wait
+// have returned counts what they reported.
 func (b *Backend) projects(ctx context.Context) ([]backend.Project, error) {
 	list, err := b.cs.CoreV1().Namespaces().List(ctx, listOpts(labels.ManagedFilter))
 	if err != nil {
@@ -118,6 +125,7 @@ func (b *Backend) projects(ctx context.Context) ([]backend.Project, error) {
 		pod := &pods.Items[i]
 		byNS[pod.Namespace] = append(byNS[pod.Namespace], pod)
 	}
+	seen := b.lookInto(ctx, pods.Items)
 	status := backend.OwnerStatuses()
 	out := make([]backend.Project, 0, len(list.Items))
 	for _, ns := range list.Items {
@@ -125,7 +133,7 @@ func (b *Backend) projects(ctx context.Context) ([]backend.Project, error) {
 		if a[labels.ComposeProjectLabel] == "" {
 			continue // composebox-labelled, but no sample's (a test's service account, say)
 		}
-		out = append(out, summary(ns.Name, a, ns.Labels[labels.LabelPool], ns.CreationTimestamp.Time, byNS[ns.Name]).Project(status))
+		out = append(out, summary(ns.Name, a, ns.Labels[labels.LabelPool], ns.CreationTimestamp.Time, byNS[ns.Name], seen).Project(status))
 	}
 	backend.SortProjects(out)
 	return out, nil
@@ -133,8 +141,9 @@ func (b *Backend) projects(ctx context.Context) ([]backend.Project, error) {
 
 // summary is a namespace's sample as backend.Summary sums it up: its annotations carry the
 // sample's labels, the namespace is its network, and who claimed it from a pool is an owner
-// beside the one that started it.
-func summary(name string, a map[string]string, pool string, created time.Time, pods []*corev1.Pod) *backend.Summary {
+// beside the one that started it. seen are the pods the kubelet still calls created that were
+// seen running, with the health to list (lookInto).
+func summary(name string, a map[string]string, pool string, created time.Time, pods []*corev1.Pod, seen map[types.UID]string) *backend.Summary {
 	s := backend.NewSummary(name)
 	s.Labels(a, created)
 	if a[labels.LabelOwner] == labels.OwnerDetached {
@@ -145,17 +154,47 @@ func summary(name string, a map[string]string, pool string, created time.Time, p
 	s.Pool(pool)
 	for _, pod := range pods {
 		st, _ := podState(pod, pod.Spec.Containers[0].ReadinessProbe != nil)
+		if health, ok := seen[pod.UID]; ok && st.State == "created" {
+			st.State, st.Health = backend.StateRunning, health
+		}
 		s.Container(backend.SummaryContainer{Name: pod.Name, Service: st.Service, State: st.State, Health: st.Health,
 			ExitCode: st.ExitCode, ExitKnown: true, Config: pod.Annotations[labels.ComposeConfigFilesLabel]})
 	}
 	return s
 }
 
+// lookInto looks into each pod of pods whose status says created, with nothing wrong, a few at
+// a time, and returns those whose container runs, with the health to list ("starting" for one
+// with a healthcheck, else "").
+func (b *Backend) lookInto(ctx context.Context, pods []corev1.Pod) map[types.UID]string {
+	var mu sync.Mutex
+	seen := map[types.UID]string{}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i := range pods {
+		pod := &pods[i]
+		hc := pod.Spec.Containers[0].ReadinessProbe != nil
+		if st, _ := podState(pod, hc); st.State != "created" {
+			continue
+		}
+		g.Go(func() error {
+			if st, _ := b.observed(gctx, pod, hc); st.State == backend.StateRunning {
+				mu.Lock()
+				seen[pod.UID] = st.Health
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return seen
+}
+
 // ownersStatus is a project's owner status from its owner and the claimer that took it from a
 // pool, as backend.Summary tells it: detached, alive when either lives, unknown when neither
 // can be told, else stale.
 func ownersStatus(owner, claimer string, status func(string) backend.OwnerStatus) backend.OwnerStatus {
-	return summary("", map[string]string{labels.LabelOwner: owner, annotationClaimer: claimer}, "", time.Time{}, nil).Project(status).Status
+	return summary("", map[string]string{labels.LabelOwner: owner, annotationClaimer: claimer}, "", time.Time{}, nil, nil).Project(status).Status
 }
 
 // ListProjects lists every composebox namespace.

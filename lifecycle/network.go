@@ -136,7 +136,7 @@ func (e *Engine) createNetwork(ctx context.Context, p *types.Project, key string
 		if !ok {
 			return used, namedNetwork{}, cbxerr.Wrap(ErrAddressPool, last, fmt.Sprintf(
 				"create network %s: composebox's subnet pool %s is full (%d subnets, all in use or overlapping the host's routes): "+
-					"give a larger pool (orchestrator.WithSubnets, --subnet-pool) or remove stale samples (`composebox cleanup --stale`)",
+					"give a larger pool (backends.Config.Subnets, --subnet-pool) or remove stale samples (`composebox cleanup --stale`)",
 				n.Name, pool, pool.Size()))
 		}
 		resp, err := e.api.NetworkCreate(ctx, n.Name, network.CreateOptions{
@@ -212,6 +212,6 @@ func poolExhausted(err error) bool {
 func addressPoolError(project string, err error) error {
 	return cbxerr.Wrap(ErrAddressPool, err, fmt.Sprintf(
 		"up project %s: the daemon's default address pools are exhausted (Engine 20.10's hold about 31 bridge networks): "+
-			"turn composebox's managed subnets back on (orchestrator.WithSubnets, --subnet-pool), or set "+
+			"turn composebox's managed subnets back on (backends.Config.Subnets, --subnet-pool), or set "+
 			"default-address-pools in /etc/docker/daemon.json and restart dockerd", project))
 }

@@ -52,7 +52,7 @@ func TestNetworkModeBridgeIsTheSamplesOwnFirewalledNetwork(t *testing.T) {
 			t.Errorf("container2 -> %s (a link): %v %q", name, ok, out)
 		}
 	}
-	info, err := o.Client().ContainerInspect(t.Context(), sb.ContainerID())
+	info, err := dockerClient(t, o).ContainerInspect(t.Context(), sb.ContainerID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestNetworkModeBridgeIsTheSamplesOwnFirewalledNetwork(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = so.Cleanup(context.Background()) })
 	osb := mustSandbox(t, so, "container2")
-	if info, err := o.Client().ContainerInspect(t.Context(), osb.ContainerID()); err != nil || info.HostConfig.NetworkMode != "bridge" {
+	if info, err := dockerClient(t, o).ContainerInspect(t.Context(), osb.ContainerID()); err != nil || info.HostConfig.NetworkMode != "bridge" {
 		t.Errorf("with the extension and host-access: network mode %v (%v), want the engine's bridge", info.HostConfig, err)
 	}
 	if ok, out := fetch(t, osb, "web1", 80); !ok || !strings.Contains(out, "root:") {

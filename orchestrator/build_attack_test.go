@@ -133,7 +133,7 @@ func TestBuildFailureIsItsOwnKindAndLeavesNoImage(t *testing.T) {
 	o, _ := newOrchestrator(t)
 	testutil.BaseImage(t)
 	marker := fmt.Sprintf("dev.composebox.test-build=failing-%d", time.Now().UnixNano())
-	testutil.RemoveLabelledImages(t, o.Client(), marker)
+	testutil.RemoveLabelledImages(t, dockerClient(t, o), marker)
 	df := "ARG " + compose.BaseImageEnv + "\nFROM ${" + compose.BaseImageEnv + "}\nLABEL " + marker + "\nRUN echo one > /one\n" +
 		"RUN echo step-output-9931; exit 7\n"
 	dir := writeTask(t, map[string]string{
@@ -148,7 +148,7 @@ func TestBuildFailureIsItsOwnKindAndLeavesNoImage(t *testing.T) {
 	if !strings.Contains(be.Step, "RUN echo step-output-9931; exit 7") || !strings.Contains(be.Log, "step-output-9931") {
 		t.Errorf("step %q, log %q: want the failing step and its output", be.Step, be.Log)
 	}
-	if left := testutil.LabelledImages(t, o.Client(), marker); len(left) > 0 {
+	if left := testutil.LabelledImages(t, dockerClient(t, o), marker); len(left) > 0 {
 		t.Errorf("the failed build left images behind: %v", left)
 	}
 }
@@ -247,14 +247,14 @@ func unblockFIFOs(t *testing.T, dir string) {
 
 // removeTaskImages removes, at the end of the test, the images built for task name.
 func removeTaskImages(t *testing.T, o *orchestrator.Orchestrator, name string) {
-	testutil.RemoveLabelledImages(t, o.Client(), "dev.composebox.task="+name)
+	testutil.RemoveLabelledImages(t, dockerClient(t, o), "dev.composebox.task="+name)
 }
 
 // A cancelled TaskInit stops its build within 2 s, and the build's images go with it.
 func TestBuildStopsWhenItsContextIsCancelled(t *testing.T) {
 	o, _ := newOrchestrator(t)
 	testutil.BaseImage(t)
-	c := o.Client()
+	c := dockerClient(t, o)
 	marker := fmt.Sprintf("dev.composebox.test-build=cancel-%d", time.Now().UnixNano())
 	testutil.RemoveLabelledImages(t, c, marker)
 	t.Cleanup(func() {

@@ -49,7 +49,7 @@ func containerTask(*testing.T) string {
 // leftOf counts the containers, networks and volumes of a task.
 func taskLeftovers(t *testing.T, o *orchestrator.Orchestrator, task string) int {
 	t.Helper()
-	return testutil.Resources(t, o.Client(), labels.LabelTask+"="+task)
+	return testutil.Resources(t, dockerClient(t, o), labels.LabelTask+"="+task)
 }
 
 func shReq(script string) orchestrator.ExecRequest {
@@ -82,7 +82,7 @@ func TestContainerSeed001LimitsVisibleInCgroup(t *testing.T) {
 	if got != "77" {
 		t.Errorf("pids limit in the cgroup is %q, want 77", got)
 	}
-	info, err := o.Client().ContainerInspect(t.Context(), s.Sandbox().ContainerID())
+	info, err := dockerClient(t, o).ContainerInspect(t.Context(), s.Sandbox().ContainerID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestContainerSeed001NetworkNoneHasOnlyLoopback(t *testing.T) {
 	if got := mustExec(t, bridge, "ls /sys/class/net"); !strings.Contains(got, "eth0") {
 		t.Errorf("network bridge: interfaces %q, want eth0", got)
 	}
-	info, err := o.Client().ContainerInspect(t.Context(), bridge.Sandbox().ContainerID())
+	info, err := dockerClient(t, o).ContainerInspect(t.Context(), bridge.Sandbox().ContainerID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestContainerSeed001NetworkNoneHasOnlyLoopback(t *testing.T) {
 	if len(pb) != 1 || pb[0].HostIP != "127.0.0.1" {
 		t.Errorf("port bindings %v: want 8080/tcp on 127.0.0.1", info.HostConfig.PortBindings)
 	}
-	if n := testutil.Resources(t, o.Client(), labels.LabelTask+"="+name); n != 2 {
+	if n := testutil.Resources(t, dockerClient(t, o), labels.LabelTask+"="+name); n != 2 {
 		t.Errorf("bridge mode: %d resources of the task, want its container and its network", n)
 	}
 }
@@ -523,7 +523,7 @@ func TestContainerSeed001PolicyStillRefusesDangerousMounts(t *testing.T) {
 // per content, as a task's build service is, and every session of it runs that image.
 func TestContainerSeed000BuildOncePerContent(t *testing.T) {
 	o, rec := newOrchestrator(t)
-	c := o.Client()
+	c := dockerClient(t, o)
 	name := containerTask(t)
 	t.Cleanup(func() {
 		list, err := c.ImageList(context.Background(), image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labels.LabelTask+"="+name))})

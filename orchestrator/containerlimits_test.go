@@ -13,7 +13,7 @@ import (
 // engine host's memory.
 func TestDefaultContainerLimits(t *testing.T) {
 	o, _ := newOrchestrator(t)
-	c := o.Client()
+	c := dockerClient(t, o)
 	name := uniqueTask("limits")
 	removeTaskProjects(t, c, name)
 	task := taskInit(t, o, orchestrator.TaskSpec{Name: name, YAML: []byte(keepAlive)})
@@ -41,7 +41,7 @@ func TestDefaultContainerLimits(t *testing.T) {
 func TestAttackForkBombAndMemoryHogAreContained(t *testing.T) {
 	const memory, pids = 64 << 20, 256
 	o, _ := newOrchestrator(t, orchestrator.WithLimits(orchestrator.Limits{ContainerMemory: memory, ContainerPids: pids}))
-	c := o.Client()
+	c := dockerClient(t, o)
 	name := uniqueTask("bomb")
 	removeTaskProjects(t, c, name)
 	task := taskInit(t, o, orchestrator.TaskSpec{Name: name, YAML: []byte(keepAlive)})

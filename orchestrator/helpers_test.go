@@ -7,10 +7,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/client"
+
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/internal/testutil"
+	"github.com/composebox/composebox/lifecycle/dockerbackend"
 	"github.com/composebox/composebox/orchestrator"
 )
+
+// dockerClient is the Engine API client of o's backend, the Docker one New made, through which
+// a test looks at (and attacks) what the library made beside it.
+func dockerClient(t testing.TB, o *orchestrator.Orchestrator) client.APIClient {
+	t.Helper()
+	d, ok := o.Backend().(*dockerbackend.Backend)
+	if !ok {
+		t.Fatalf("backend %s: not a Docker engine", o.Backend().Kind())
+	}
+	return d.Client()
+}
 
 // project is the path of a testdata project.
 func project(name string) string {

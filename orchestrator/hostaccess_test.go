@@ -260,7 +260,7 @@ services:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Cleanup(context.Background()) })
-	info, err := o.Client().ContainerInspect(t.Context(), s.Default().ContainerID())
+	info, err := dockerClient(t, o).ContainerInspect(t.Context(), s.Default().ContainerID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ services:
 
 func projectNetworks(t *testing.T, o *orchestrator.Orchestrator, project string) []network.Summary {
 	t.Helper()
-	nets, err := o.Client().NetworkList(t.Context(), network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labels.ComposeProjectLabel+"="+project))})
+	nets, err := dockerClient(t, o).NetworkList(t.Context(), network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labels.ComposeProjectLabel+"="+project))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func TestAttackSubnetShadowsHostRoute(t *testing.T) {
 					t.Errorf("err = %v, want it to name %q", err, want)
 				}
 			}
-			nets, lerr := o.Client().NetworkList(t.Context(), network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labels.LabelTask+"="+task.Name()))})
+			nets, lerr := dockerClient(t, o).NetworkList(t.Context(), network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labels.LabelTask+"="+task.Name()))})
 			if lerr != nil || len(nets) != 0 {
 				t.Errorf("networks of the refused sample: %d (%v), want none", len(nets), lerr)
 			}

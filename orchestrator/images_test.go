@@ -38,7 +38,7 @@ services:
 	if ref == "" {
 		t.Fatalf("the builder task built nothing: %v", built.Images())
 	}
-	testutil.RemoveImage(t, o.Client(), ref)
+	testutil.RemoveImage(t, dockerClient(t, o), ref)
 
 	thief := `
 services:
@@ -119,7 +119,7 @@ func TestAttackHarborTaskNamedAfterItsVictim(t *testing.T) {
 	if victim.Name() != victimName || ref == "" {
 		t.Fatalf("victim %q built %v", victim.Name(), victim.Images())
 	}
-	testutil.RemoveImage(t, o.Client(), ref)
+	testutil.RemoveImage(t, dockerClient(t, o), ref)
 
 	thiefDir := harbor("[task]\nname = \""+victimName+"\"\n[environment]\ndocker_image = \""+ref+"\"\n", map[string]string{"environment/": ""})
 	task, err := o.TaskInit(t.Context(), orchestrator.TaskSpec{Path: thiefDir})

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 
 	"github.com/composebox/composebox/compose"
-	"github.com/composebox/composebox/lifecycle"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
 
@@ -159,11 +158,9 @@ func (o *Orchestrator) initLimits(l Limits) {
 	o.execs = newGate("exec", l.Execs, false)
 }
 
-// retryPolicy makes every retried engine call narrow the start ramp: a daemon that resets
+// onRetry makes every retried engine call narrow the start ramp: a daemon that resets
 // connections or answers 503 is overloaded, and more concurrent starts would make it worse.
-func (o *Orchestrator) retryPolicy() lifecycle.RetryPolicy {
-	return lifecycle.RetryPolicy{OnRetry: func(string, error) { o.starts.congested() }}
-}
+func (o *Orchestrator) onRetry(string, error) { o.starts.congested() }
 
 // buildLimit is lifecycle.BuildOptions.Limit for the builds gate.
 func (o *Orchestrator) buildLimit(ctx context.Context) (func(), error) {

@@ -44,7 +44,7 @@ volumes:
 // taker gave, and once handed over it is detached, which `cleanup --stale` leaves alone.
 func TestAttackProjectVolumesCannotPreemptMarkers(t *testing.T) {
 	o, rec := newOrchestrator(t)
-	c := o.Client()
+	c := dockerClient(t, o)
 	name := uniqueTask("squat")
 	removeTaskProjects(t, c, name)
 	task := taskInit(t, o, orchestrator.TaskSpec{Name: name, YAML: []byte(squatter), Warm: 1})
@@ -92,7 +92,7 @@ func TestAttackProjectVolumesCannotPreemptMarkers(t *testing.T) {
 // A volume named after the sample's own detach marker, old name or new, leaves Detach working.
 func TestAttackFixedVolumeNameCannotPreemptDetach(t *testing.T) {
 	o, _ := newOrchestrator(t)
-	c := o.Client()
+	c := dockerClient(t, o)
 	name := uniqueTask("squat-fixed")
 	removeTaskProjects(t, c, name)
 	task := taskInit(t, o, orchestrator.TaskSpec{Name: name, YAML: []byte(fixedSquatter)})

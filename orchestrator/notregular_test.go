@@ -16,7 +16,7 @@ import (
 func TestAttackReadFileOfFIFOOrDeviceFailsAtOnce(t *testing.T) {
 	o, _ := newOrchestrator(t)
 	name := uniqueTask("fifo")
-	removeTaskProjects(t, o.Client(), name)
+	removeTaskProjects(t, dockerClient(t, o), name)
 	task := taskInit(t, o, orchestrator.TaskSpec{Name: name, YAML: []byte(keepAlive)})
 	sb := startSamples(t, task, 1)[0].Default()
 	r, err := sb.Exec(t.Context(), orchestrator.ExecRequest{Cmd: []string{"sh", "-c", "mkfifo /tmp/fifo && ln -s /dev/zero /tmp/zero"}})

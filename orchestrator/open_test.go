@@ -34,7 +34,7 @@ func TestOpenPicksTheDefaultServiceByLabel(t *testing.T) {
 // the diagnosis (state and exit code). Only a project that does not exist is ErrNotFound.
 func TestOpenDeadSampleIsUnavailable(t *testing.T) {
 	o, _ := newOrchestrator(t)
-	c := o.Client()
+	c := dockerClient(t, o)
 	task := taskInit(t, o, orchestrator.TaskSpec{Path: project("x-default")})
 	s := startSamples(t, task, 1)[0]
 	before, err := o.Open(t.Context(), s.Project())

@@ -16,20 +16,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/docker/docker/client"
-
 	"github.com/composebox/composebox/cleanup/labels"
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/compose"
 	"github.com/composebox/composebox/internal/cpus"
-	"github.com/composebox/composebox/internal/subnets"
-	"github.com/composebox/composebox/lifecycle/dockerbackend"
-	"github.com/composebox/composebox/lifecycle/multiengine"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
 
-// Orchestrator runs tasks and their samples on one backend (by default the Docker Engine the
-// environment names). It is safe for concurrent use. Close releases the backend it made.
+// Orchestrator runs tasks and their samples on one backend: the one given WithBackend, else
+// the Docker Engine the environment names (docker.go). It is safe for concurrent use. Close releases the backend it made.
 type Orchestrator struct {
 	cfg     config
 	backend backend.Backend
@@ -61,7 +56,6 @@ type config struct {
 	policy       compose.Policy
 	defaultImage string
 	limits       Limits
-	client       client.APIClient
 	backend      backend.Backend
 	pingTimeout  time.Duration
 	// reaper starts a watchdog process that removes this process's samples if it dies
@@ -69,9 +63,8 @@ type config struct {
 	reaper bool
 	// sweepStale removes stale projects of a task's name at TaskInit.
 	sweepStale bool
-	subnets    Subnets
-	// engines are the Docker engines samples spread over (WithEngines).
-	engines []EngineConfig
+	// docker are the deprecated Docker options (docker.go), for the default backend.
+	docker dockerOptions
 }
 
 // Option configures an Orchestrator.
@@ -130,34 +123,12 @@ func WithMaxConcurrentSamples(n int) Option {
 	}
 }
 
-// Subnets configures managed subnets. Every bridge network composebox creates for a sample
-// gets an explicit small subnet from Pool, because the daemon's default address pools hold only
-// about 31 networks on Engine 20.10. The zero value is on, with 10.213.0.0/16 as /27s (2048
-// networks). Its fields are documented on subnets.Subnets, the one home of this type.
-type Subnets = subnets.Subnets
-
-// WithSubnets configures managed subnets (default: on, 10.213.0.0/16 as /27s) of the Docker
-// backends New makes (from the environment, or WithEngines). A backend given WithBackend has
-// its own: dockerbackend.Options.Subnets.
-func WithSubnets(s Subnets) Option {
-	return func(c *config) error { c.subnets = s; return nil }
-}
-
-// WithClient runs samples on the Docker Engine c reaches, instead of the one the environment
-// names: it is WithBackend of a Docker backend over c, made with this orchestrator's logger,
-// retry policy and subnets. The orchestrator does not close a client it was given.
-//
-// Deprecated: the orchestrator names no engine: use
-// WithBackend(dockerbackend.New(c, dockerbackend.Options{Logger: l, Subnets: s})), which
-// learns of retries itself (backend.RetryNotifier).
-func WithClient(c client.APIClient) Option {
-	return func(cfg *config) error { cfg.client = c; return nil }
-}
-
 // WithBackend runs samples on b (see orchestrator/backend) instead of the Docker Engine the
-// environment names: lifecycle/dockerbackend for a Docker Engine of one's choosing,
+// environment names: one built by orchestrator/backends (Docker with its subnets and engines,
+// or a Kubernetes cluster), lifecycle/dockerbackend over a Docker client of one's own,
 // internal/fakebackend in tests. The orchestrator does not close a backend it was given, and
-// WithSubnets does not apply to it (subnets are the backend's own configuration).
+// tells it of its retries when it listens (backend.RetryNotifier). A backend's own options
+// (a Docker engine's subnets, say) are given to its constructor.
 func WithBackend(b backend.Backend) Option {
 	return func(cfg *config) error {
 		if b == nil {
@@ -168,37 +139,8 @@ func WithBackend(b backend.Backend) Option {
 	}
 }
 
-// EngineConfig is one Docker Engine of several (WithEngines): its name, endpoint (unix://,
-// tcp:// with TLS certificates, ssh://, or context:NAME), capacity (MaxSamples), labels and
-// subnet pool. Its fields are documented on multiengine.EngineConfig, the one home of this type.
-type EngineConfig = multiengine.EngineConfig
-
-// WithEngines spreads samples over several Docker engines. A whole sample lives on one of
-// them: the least loaded (live samples over MaxSamples, or over its CPUs when unbounded) of
-// those that answer and have room, ties going to one that already has the task's images. The
-// task's builds run on each engine that gets its samples, and the images it only names are
-// streamed from an engine that has them (no registry is needed). Listings, cleanup, the reaper
-// and warm pools span every engine, and what they report names the engine. An engine that is
-// down or full is skipped; SampleInit fails, with a *PlacementError saying why for each
-// engine, only when none can take the sample. Each engine gets an equal share of the managed
-// subnet pool unless its SubnetPool says otherwise. Not with WithClient or WithBackend.
-func WithEngines(engines ...EngineConfig) Option {
-	return func(c *config) error {
-		if len(engines) == 0 {
-			return fmt.Errorf("with engines: none given")
-		}
-		for _, e := range engines {
-			if err := e.Validate(); err != nil {
-				return fmt.Errorf("with engines: %w", err)
-			}
-		}
-		c.engines = append(c.engines, engines...)
-		return nil
-	}
-}
-
-// PlacementError is a sample that no engine could take (WithEngines): it says why for each
-// engine, and matches ErrUnavailable.
+// PlacementError is a sample that no engine could take (a backend of several engines): it
+// says why for each engine, and matches ErrUnavailable.
 type PlacementError = backend.PlacementError
 
 // New returns an Orchestrator. It does not contact the engine: TaskInit checks the
@@ -220,31 +162,17 @@ func New(opts ...Option) (*Orchestrator, error) {
 	o := &Orchestrator{cfg: cfg, owner: labels.SelfOwner()}
 	o.initLimits(cfg.limits.orDefaults(cpus.Count()))
 	o.backend = cfg.backend
-	if len(cfg.engines) > 0 {
-		if cfg.backend != nil || cfg.client != nil {
-			return nil, fmt.Errorf("new orchestrator: WithEngines does not go with WithClient or WithBackend")
-		}
-		b, err := multiengine.New(cfg.engines, multiengine.Config{Logger: cfg.log, Retry: o.retryPolicy(), Subnets: cfg.subnets})
+	if o.backend == nil {
+		b, err := defaultBackend(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("new orchestrator: %w", err)
 		}
 		o.backend, o.ownsBackend = b, true
-	} else if o.backend == nil {
-		opts := dockerbackend.Options{Logger: cfg.log, Retry: o.retryPolicy(),
-			Subnets: cfg.subnets}
-		var b *dockerbackend.Backend
-		var err error
-		if cfg.client != nil {
-			b, err = dockerbackend.New(cfg.client, opts)
-		} else {
-			b, err = dockerbackend.FromEnv(opts)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("new orchestrator: %w", err)
-		}
-		o.backend, o.ownsBackend = b, true
-	} else if rn, ok := o.backend.(backend.RetryNotifier); ok {
-		rn.OnRetry(o.retryPolicy().OnRetry)
+	} else if len(cfg.docker.engines) > 0 {
+		return nil, fmt.Errorf("new orchestrator: WithEngines does not go with WithClient or WithBackend")
+	}
+	if rn, ok := o.backend.(backend.RetryNotifier); ok {
+		rn.OnRetry(o.onRetry)
 	}
 	o.pooler, _ = backend.AsPooler(o.backend)
 	return o, nil
@@ -253,8 +181,8 @@ func New(opts ...Option) (*Orchestrator, error) {
 // Backend is the backend the orchestrator runs samples on.
 func (o *Orchestrator) Backend() backend.Backend { return o.backend }
 
-// Engines describes the engines samples spread over (WithEngines), as last seen; nil for a
-// backend of one engine.
+// Engines describes the engines samples spread over (a backend of several engines), as last
+// seen; nil for a backend of one engine.
 func (o *Orchestrator) Engines() []backend.EngineStatus {
 	if l, ok := backend.AsEngineLister(o.backend); ok {
 		return l.Engines()
@@ -268,19 +196,8 @@ func (o *Orchestrator) engineName() string {
 	return backend.EngineName(o.backend)
 }
 
-// Client is the Engine API client of a Docker backend, nil for any other backend.
-//
-// Deprecated: the orchestrator names no engine: ask the Docker backend,
-// o.Backend().(*dockerbackend.Backend).Client().
-func (o *Orchestrator) Client() client.APIClient {
-	if d, ok := o.backend.(*dockerbackend.Backend); ok {
-		return d.Client()
-	}
-	return nil
-}
-
 // Close releases the orchestrator's backend (unless it was given with WithBackend; a client
-// given with WithClient stays open). It removes no sample anyone holds (call Cleanup on tasks
+// given with the deprecated WithClient stays open). It removes no sample anyone holds (call Cleanup on tasks
 // and samples first), only those still waiting in the warm pool of a task that was not cleaned
 // up, whose refills it ends.
 func (o *Orchestrator) Close() error {

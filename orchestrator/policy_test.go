@@ -56,7 +56,7 @@ volumes:
 	if !errors.Is(err, orchestrator.ErrPolicyViolation) || !strings.Contains(err.Error(), "checked again before the containers are created") {
 		t.Fatalf("second SampleInit = %v, want a policy violation from the re-check", err)
 	}
-	if n := testutil.Resources(t, o.Client(), labels.LabelTask+"="+name); n != 0 {
+	if n := testutil.Resources(t, dockerClient(t, o), labels.LabelTask+"="+name); n != 0 {
 		t.Errorf("%d containers, networks or volumes exist after the refused sample", n)
 	}
 	if rec.count(orchestrator.EventSampleFailed) != 1 {
@@ -122,7 +122,7 @@ func TestPolicyProviderNeverRunsOnHost(t *testing.T) {
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("files appeared on the host: %v", entries)
 	}
-	if n := testutil.Resources(t, o.Client(), labels.LabelTask+"="+name); n != 0 {
+	if n := testutil.Resources(t, dockerClient(t, o), labels.LabelTask+"="+name); n != 0 {
 		t.Errorf("%d resources created", n)
 	}
 }

@@ -2,10 +2,8 @@ package orchestrator
 
 import (
 	"context"
-	"net/netip"
 
 	"github.com/composebox/composebox/cleanup/tracking"
-	"github.com/composebox/composebox/internal/subnets"
 	"github.com/composebox/composebox/lifecycle"
 	"github.com/composebox/composebox/orchestrator/backend"
 )
@@ -21,13 +19,6 @@ func DefaultStateDir() string { return tracking.DefaultStateDir() }
 
 // ComposeVersion is the version of the compose library composebox runs projects with.
 func ComposeVersion() string { return lifecycle.ComposeVersion() }
-
-// ParseSubnetPool checks a managed-subnet pool and the size of each sample's subnet, and
-// returns the pool's base.
-func ParseSubnetPool(pool string, bits int) (netip.Prefix, error) {
-	p, err := subnets.Parse(pool, bits)
-	return p.Base, err
-}
 
 // NotReadyError reports a sample that did not become ready: the contract's error, which
 // every backend returns.

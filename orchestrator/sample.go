@@ -88,9 +88,9 @@ type stoppedService struct {
 func (s *Sample) ID() string      { return s.id }
 func (s *Sample) Project() string { return s.project }
 
-// Engine names the engine the sample lives on: the one placement chose among several
-// (WithEngines), "default" for the one engine of a Docker backend, "" when the backend does not
-// say.
+// Engine names the engine the sample lives on: the one placement chose among several (a
+// backend of several engines), "default" for the one engine of a Docker backend, "" when the
+// backend does not say.
 func (s *Sample) Engine() string { return s.engine }
 
 // Sandboxes are the sample's running services, the default one first, then by name.

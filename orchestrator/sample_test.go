@@ -36,7 +36,7 @@ func TestMultiServiceComesUpHealthyInDependencyOrder(t *testing.T) {
 	if !strings.HasPrefix(s.Project(), "cbx-multi-service-") {
 		t.Errorf("project name %q", s.Project())
 	}
-	c := o.Client()
+	c := dockerClient(t, o)
 	started := map[string]time.Time{}
 	for _, sb := range sbs {
 		info, err := c.ContainerInspect(t.Context(), sb.ContainerID())
@@ -151,7 +151,7 @@ services:
 	if !strings.Contains(err.Error(), "probe-said-no") || !strings.Contains(err.Error(), "service default") {
 		t.Errorf("error lacks the probe output or the service: %v", err)
 	}
-	if n := testutil.Resources(t, o.Client(), labels.LabelTask+"=inline"); n != 0 {
+	if n := testutil.Resources(t, dockerClient(t, o), labels.LabelTask+"=inline"); n != 0 {
 		t.Errorf("%d resources left after a failed SampleInit", n)
 	}
 	if rec.count(orchestrator.EventSampleFailed) != 1 {
@@ -181,7 +181,7 @@ services:
 	if !strings.Contains(nr.Services[0].Logs, "cannot-start") {
 		t.Errorf("log tail %q lacks the service's output", nr.Services[0].Logs)
 	}
-	if n := testutil.Resources(t, o.Client(), labels.LabelTask+"=inline"); n != 0 {
+	if n := testutil.Resources(t, dockerClient(t, o), labels.LabelTask+"=inline"); n != 0 {
 		t.Errorf("%d resources left", n)
 	}
 }
@@ -201,7 +201,7 @@ func TestInitSidecarExitingZeroIsAccepted(t *testing.T) {
 
 func TestCancelMidUpLeavesNothing(t *testing.T) {
 	o, _ := newOrchestrator(t)
-	c := o.Client()
+	c := dockerClient(t, o)
 	task := taskInit(t, o, orchestrator.TaskSpec{Name: "cancel-mid-up", Path: project("multi-service")})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -264,7 +264,7 @@ func TestParallelSamplesDoNotClash(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if n := testutil.Resources(t, o.Client(), labels.LabelTask+"="+task.Name()); n != 0 {
+	if n := testutil.Resources(t, dockerClient(t, o), labels.LabelTask+"="+task.Name()); n != 0 {
 		t.Errorf("%d resources left", n)
 	}
 }
@@ -292,7 +292,7 @@ func TestDockerfileTaskBuildsOnceForFiveSamples(t *testing.T) {
 	o, rec := newOrchestrator(t)
 	task := taskInit(t, o, orchestrator.TaskSpec{Name: "dockerfile-once", Path: dir})
 	for _, ref := range task.Images() {
-		testutil.RemoveImage(t, o.Client(), ref)
+		testutil.RemoveImage(t, dockerClient(t, o), ref)
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, 5)

@@ -89,7 +89,7 @@ func TestBurst30ConcurrentSampleInits(t *testing.T) {
 	if err := task.Cleanup(t.Context()); err != nil {
 		t.Fatalf("task cleanup: %v", err)
 	}
-	if left := testutil.Resources(t, o.Client(), labels.LabelTask+"="+name); left != 0 {
+	if left := testutil.Resources(t, dockerClient(t, o), labels.LabelTask+"="+name); left != 0 {
 		t.Errorf("%d containers, networks and volumes of task %s left after cleanup", left, name)
 	}
 }

@@ -37,7 +37,7 @@ func TestFortyLiveSamplesWithManagedSubnets(t *testing.T) {
 	const n = 40
 	pool := netip.MustParsePrefix("10.216.0.0/20")
 	o, _ := newOrchestrator(t, orchestrator.WithSubnets(orchestrator.Subnets{Pool: pool}))
-	c := o.Client()
+	c := dockerClient(t, o)
 	defaultBefore := defaultPoolNetworks(t, c)
 	task := taskInit(t, o, orchestrator.TaskSpec{Name: "forty", YAML: []byte(twoServiceYAML)})
 

@@ -37,7 +37,7 @@ func TestParallelSamplesOfACybenchFile(t *testing.T) {
 	const n = 4
 	samples := startSamples(t, task, n)
 
-	c := o.Client()
+	c := dockerClient(t, o)
 	ports := map[int]string{}
 	networks := map[string]string{}
 	volumes := map[string]string{}
@@ -132,7 +132,7 @@ func TestHarborTaskStartsExecsAndCleansUp(t *testing.T) {
 	if err != nil || res.ExitCode != 0 || res.StdoutText() != "retained\n/tests\n/app\n" {
 		t.Errorf("main: %q (exit %d, %v), want the sidecar's answer, TEST_DIR and the Dockerfile's workdir", res.StdoutText(), res.ExitCode, err)
 	}
-	info, err := o.Client().ContainerInspect(t.Context(), main.ContainerID())
+	info, err := dockerClient(t, o).ContainerInspect(t.Context(), main.ContainerID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestHarborTaskStartsExecsAndCleansUp(t *testing.T) {
 	}
 	// task.toml says allow_internet = false: every network main is on is internal.
 	for name := range info.NetworkSettings.Networks {
-		n, err := o.Client().NetworkInspect(t.Context(), name, network.InspectOptions{})
+		n, err := dockerClient(t, o).NetworkInspect(t.Context(), name, network.InspectOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +197,7 @@ func checkRemoved(t *testing.T, o *orchestrator.Orchestrator, s *orchestrator.Sa
 	if err := s.Cleanup(t.Context()); err != nil {
 		t.Fatalf("cleanup: %v", err)
 	}
-	if n, err := testutil.Count(t.Context(), o.Client(), filters.Arg("label", labels.ComposeProjectLabel+"="+s.Project())); err != nil || n != 0 {
+	if n, err := testutil.Count(t.Context(), dockerClient(t, o), filters.Arg("label", labels.ComposeProjectLabel+"="+s.Project())); err != nil || n != 0 {
 		t.Errorf("%d resources of %s left after cleanup (%v)", n, s.Project(), err)
 	}
 }

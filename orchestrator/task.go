@@ -77,8 +77,8 @@ type TaskSpec struct {
 	// trip, the claim that is atomic across processes; a pool that is not shared is taken from
 	// in memory.
 	SharePool bool
-	// EngineLabels, over several engines (WithEngines), runs the task's samples only on the
-	// engines carrying every one of these labels (EngineConfig.Labels).
+	// EngineLabels, over several engines (backends.Config.Engines), runs the task's samples
+	// only on the engines carrying every one of these labels (EngineConfig.Labels).
 	EngineLabels map[string]string
 
 	// Observer, when set, also receives this task's own events: its builds', its pool's and its
@@ -165,7 +165,7 @@ func (t *Task) Resolution() *compose.Resolution { return t.resolution }
 func (o *Orchestrator) TaskInit(ctx context.Context, spec TaskSpec) (*Task, error) {
 	start := time.Now()
 	if _, ok := backend.AsPlacer(o.backend); len(spec.EngineLabels) > 0 && !ok {
-		return nil, cbxerr.New(cbxerr.ErrInvalidConfig, "task init: engine labels choose among several engines, and this orchestrator has one (see WithEngines)")
+		return nil, cbxerr.New(cbxerr.ErrInvalidConfig, "task init: engine labels choose among several engines, and this orchestrator has one (see backends.Config.Engines)")
 	}
 	info, err := o.prerequisites(ctx)
 	if err != nil {

@@ -34,7 +34,7 @@ services:
 // nothing of the task may remain once Cleanup has returned.
 func TestTaskCleanupRacingSampleInitLeavesNothing(t *testing.T) {
 	o, _ := newOrchestrator(t)
-	c := o.Client()
+	c := dockerClient(t, o)
 	rounds := 50
 	if testing.Short() {
 		rounds = 6
@@ -103,7 +103,7 @@ func waitFor[T any](t *testing.T, cond func() bool, done chan T) {
 // the next Cleanup call removes it, and a call after that success does nothing.
 func TestFailedCleanupIsRetried(t *testing.T) {
 	o, _ := newOrchestrator(t)
-	c := o.Client()
+	c := dockerClient(t, o)
 	task := taskInit(t, o, orchestrator.TaskSpec{Name: "retry-cleanup"})
 	label := labels.LabelTask + "=retry-cleanup"
 	s, err := task.SampleInit(t.Context(), orchestrator.SampleSpec{})

@@ -77,9 +77,9 @@ func (o *Orchestrator) startTracking(ctx context.Context, task string) error {
 	return nil
 }
 
-// describe says how the watchdog makes this orchestrator's backend again: several engines by
-// their endpoints, a backend that describes itself as it says, any other by its kind (and a
-// Docker one by its endpoint).
+// describe says how the watchdog makes this orchestrator's backend again: a backend that
+// describes itself (Docker's, several engines', a cluster's) as it says, any other by its kind
+// (and a Docker one by its endpoint).
 func (o *Orchestrator) describe() (backend.Description, error) {
 	d, err := o.describeBackend()
 	d.HostReaper = backend.CapabilitiesOf(o.backend).HostReaper
@@ -87,17 +87,6 @@ func (o *Orchestrator) describe() (backend.Description, error) {
 }
 
 func (o *Orchestrator) describeBackend() (backend.Description, error) {
-	if len(o.cfg.engines) > 0 {
-		d := backend.Description{Kind: "docker"}
-		for _, e := range o.cfg.engines {
-			ep, err := e.EndpointOf()
-			if err != nil {
-				return d, err
-			}
-			d.Engines = append(d.Engines, backend.DescribedEngine{Name: e.Name, Endpoint: ep.String()})
-		}
-		return d, nil
-	}
 	if ds, ok := o.backend.(backend.Describer); ok {
 		return ds.Describe()
 	}

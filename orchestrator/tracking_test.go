@@ -95,7 +95,7 @@ func status(t *testing.T, c client.APIClient, project string) backend.OwnerStatu
 
 func TestSweepStaleAtTaskInit(t *testing.T) {
 	o, _ := newOrchestrator(t, orchestrator.WithSweepStale())
-	c := o.Client()
+	c := dockerClient(t, o)
 	task, other := uniqueTask("sweep"), uniqueTask("sweep-other")
 	removeTaskProjects(t, c, task)
 	removeTaskProjects(t, c, other)
@@ -120,7 +120,7 @@ func TestSweepStaleAtTaskInit(t *testing.T) {
 
 func TestDetachedSampleOutlivesTaskCleanup(t *testing.T) {
 	o, rec := newOrchestrator(t)
-	c := o.Client()
+	c := dockerClient(t, o)
 	name := uniqueTask("detach")
 	removeTaskProjects(t, c, name)
 	task, err := o.TaskInit(t.Context(), orchestrator.TaskSpec{Name: name, YAML: []byte(keepAlive)})
@@ -172,7 +172,7 @@ func TestStateCacheFollowsSamples(t *testing.T) {
 	dir := t.TempDir()
 	o, _ := newOrchestrator(t, orchestrator.WithStateDir(dir))
 	name := uniqueTask("state")
-	removeTaskProjects(t, o.Client(), name)
+	removeTaskProjects(t, dockerClient(t, o), name)
 	task := taskInit(t, o, orchestrator.TaskSpec{Name: name, YAML: []byte(keepAlive)})
 	s, err := task.SampleInit(t.Context(), orchestrator.SampleSpec{ID: "sample-7"})
 	if err != nil {

@@ -108,7 +108,7 @@ func poolsChecks(ctx context.Context, c client.APIClient, info engine.Info, opts
 func managedCheck(s SubnetOptions, used []netip.Prefix, local bool) Check {
 	if s.Disabled {
 		return Check{Name: "managed_subnets", Status: Warn, Detail: "off: sample networks come from the daemon's default pools",
-			Fix: "drop --no-managed-subnets (orchestrator.Subnets.Disabled)"}
+			Fix: "drop --no-managed-subnets (backends.Subnets.Disabled)"}
 	}
 	pool, err := subnets.Configured(s.Pool, s.Bits)
 	if err != nil {
@@ -128,7 +128,7 @@ func managedCheck(s SubnetOptions, used []netip.Prefix, local bool) Check {
 	}
 	free := pool.Free(taken)
 	detail := fmt.Sprintf("%d more sample networks from %s (%d of %d in use)", free, pool, pool.Size()-free, pool.Size())
-	fix := "a larger or different pool: --subnet-pool / --subnet-bits (orchestrator.WithSubnets), or `composebox cleanup --stale`"
+	fix := "a larger or different pool: --subnet-pool / --subnet-bits (backends.Config.Subnets), or `composebox cleanup --stale`"
 	switch {
 	case free == 0:
 		return Check{Name: "managed_subnets", Status: Fail, Detail: detail, Fix: fix}

@@ -9,8 +9,9 @@
 //
 // Throughput, on real engines: private dockerds on this host (internal/testutil/dockerd), the
 // host's engine serving as the source of the base image only. N samples (SampleInit, one exec,
-// Cleanup), W at a time, on one private engine reached directly (WithClient), then through
-// WithEngines over 1, 2 and 3 private engines; samples/min side by side. It needs root.
+// Cleanup), W at a time, on one private engine reached directly (a Docker backend over its
+// client), then through a backend of several engines (backends.Config.Engines) over 1, 2 and 3
+// private engines; samples/min side by side. It needs root.
 //
 // Usage:
 //
@@ -45,9 +46,11 @@ import (
 	"github.com/composebox/composebox/internal/engine"
 	"github.com/composebox/composebox/internal/fakebackend"
 	"github.com/composebox/composebox/internal/testutil/dockerd"
+	"github.com/composebox/composebox/lifecycle/dockerbackend"
 	"github.com/composebox/composebox/lifecycle/multiengine"
 	"github.com/composebox/composebox/orchestrator"
 	"github.com/composebox/composebox/orchestrator/backend"
+	"github.com/composebox/composebox/orchestrator/backends"
 )
 
 type options struct {
@@ -78,7 +81,7 @@ func main() {
 	flag.StringVar(&o.Section, "section", "bench-engines", "name of the Markdown section's markers")
 	flag.Uint64Var(&o.Seed, "seed", 1, "seed of the placement workload")
 	flag.IntVar(&o.Rounds, "rounds", 2, "rounds of the throughput runs, the order reversed every other round")
-	flag.StringVar(&o.Order, "order", "0,1,2,3", "throughput runs in this order: 0 is one engine reached directly, n > 0 is n engines through WithEngines")
+	flag.StringVar(&o.Order, "order", "0,1,2,3", "throughput runs in this order: 0 is one engine reached directly, n > 0 is n engines through a backend of several engines")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -396,14 +399,14 @@ func throughputBench(ctx context.Context, o options) (string, error) {
 		return "", err
 	}
 	defer host.Close()
-	cfgs := []orchestrator.EngineConfig{{Name: "host", Endpoint: host.DaemonHost(), Labels: map[string]string{"role": "source"}}}
+	cfgs := []backends.EngineConfig{{Name: "host", Endpoint: host.DaemonHost(), Labels: map[string]string{"role": "source"}}}
 	for i, d := range ds {
-		cfgs = append(cfgs, orchestrator.EngineConfig{Name: fmt.Sprintf("p%d", i+1), Endpoint: d.Endpoint(),
+		cfgs = append(cfgs, backends.EngineConfig{Name: fmt.Sprintf("p%d", i+1), Endpoint: d.Endpoint(),
 			Labels: map[string]string{"role": "worker"}, SubnetPool: fmt.Sprintf("10.%d.0.0/16", 231+i)})
 	}
 	// Seeding (not a run): every private engine gets the base image from the host's engine,
 	// streamed, so that every run finds it in place.
-	seed, err := throughput(ctx, options{Samples: 0, Workers: 1}, "seed", len(ds), []orchestrator.Option{orchestrator.WithEngines(cfgs...)}, true)
+	seed, err := throughput(ctx, options{Samples: 0, Workers: 1}, "seed", len(ds), engines(cfgs), true)
 	if err != nil {
 		return "", fmt.Errorf("seed the engines: %w", err)
 	}
@@ -424,21 +427,21 @@ func throughputBench(ctx context.Context, o options) (string, error) {
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
-		var opts []orchestrator.Option
-		name := fmt.Sprintf("%d engine%s (WithEngines)", n, map[bool]string{true: "s"}[n > 1])
+		mk := engines(cfgs[:1+n])
+		name := fmt.Sprintf("%d engine%s (several engines)", n, map[bool]string{true: "s"}[n > 1])
 		if n == 0 {
 			c, err := ds[0].Client()
 			if err != nil {
 				return "", err
 			}
 			defer c.Close()
-			opts = []orchestrator.Option{orchestrator.WithClient(c), orchestrator.WithSubnets(orchestrator.Subnets{Pool: mustPrefix(cfgs[1].SubnetPool)})}
-			name = "1 engine, direct (WithClient)"
-		} else {
-			opts = []orchestrator.Option{orchestrator.WithEngines(cfgs[:1+n]...)}
+			mk = func() (backend.Backend, error) {
+				return dockerbackend.New(c, dockerbackend.Options{Subnets: backends.Subnets{Pool: mustPrefix(cfgs[1].SubnetPool)}})
+			}
+			name = "1 engine, direct (a Docker backend over its client)"
 		}
 		fmt.Fprintf(os.Stderr, "throughput: %s\n", name)
-		r, err := throughput(ctx, o, name, max(n, 1), opts, n > 0)
+		r, err := throughput(ctx, o, name, max(n, 1), mk, n > 0)
 		if err != nil {
 			return "", err
 		}
@@ -510,15 +513,26 @@ func perMin(r run) float64 {
 	return float64(r.done) / r.wall.Minutes()
 }
 
-// throughput runs o.Samples samples, o.Workers at a time, on an orchestrator made with opts.
-func throughput(ctx context.Context, o options, name string, engines int, opts []orchestrator.Option, several bool) (run, error) {
+// engines makes the backend of several engines cfgs name, through the factory.
+func engines(cfgs []backends.EngineConfig) func() (backend.Backend, error) {
+	return func() (backend.Backend, error) { return backends.New(backends.Config{Engines: cfgs}) }
+}
+
+// throughput runs o.Samples samples, o.Workers at a time, on an orchestrator over the backend
+// mk makes.
+func throughput(ctx context.Context, o options, name string, engines int, mk func() (backend.Backend, error), several bool) (run, error) {
 	r := run{name: name, engines: engines, placement: map[string]int{}}
 	dir, err := os.MkdirTemp("", "cbxbench-engines-")
 	if err != nil {
 		return r, err
 	}
 	defer os.RemoveAll(dir)
-	orch, err := orchestrator.New(append(opts, orchestrator.WithStateDir(dir))...)
+	b, err := mk()
+	if err != nil {
+		return r, err
+	}
+	defer b.Close()
+	orch, err := orchestrator.New(orchestrator.WithBackend(b), orchestrator.WithStateDir(dir))
 	if err != nil {
 		return r, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/composebox/composebox/cleanup/labels"
+	"github.com/composebox/composebox/lifecycle/dockerbackend"
 	"github.com/composebox/composebox/orchestrator"
 )
 
@@ -480,7 +481,7 @@ func capacityCbx(ctx context.Context, o options) (*capacityResult, error) {
 		res.FirstErr = firstLine(ferr)
 	}
 	if len(live) > 0 {
-		res.Subnets = subnetsOf(ctx, orc.Client(), live[0].Project()) + " … " + subnetsOf(ctx, orc.Client(), live[len(live)-1].Project())
+		res.Subnets = subnetsOf(ctx, dockerClient(orc), live[0].Project()) + " … " + subnetsOf(ctx, dockerClient(orc), live[len(live)-1].Project())
 		progress("capacity composebox: %d live, exec `true` in each", len(live))
 		checkCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
@@ -581,7 +582,7 @@ func latencyBoth(ctx context.Context, o options) (*latencyResult, error) {
 		return nil, err
 	}
 	defer task.Cleanup(context.WithoutCancel(ctx))
-	b := newBaseline(o, orc.Client())
+	b := newBaseline(o, dockerClient(orc))
 	files, err := multiServiceFiles(o)
 	if err != nil {
 		return nil, err
@@ -685,4 +686,13 @@ func latencyBoth(ctx context.Context, o options) (*latencyResult, error) {
 		}
 	}
 	return res, ctx.Err()
+}
+
+// dockerClient is the Engine API client of orc's backend, the Docker one New made from the
+// environment: the baselines call the engine directly beside it.
+func dockerClient(orc *orchestrator.Orchestrator) client.APIClient {
+	if d, ok := orc.Backend().(*dockerbackend.Backend); ok {
+		return d.Client()
+	}
+	return nil
 }

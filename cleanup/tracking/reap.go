@@ -41,15 +41,7 @@ type ReapOptions struct {
 // returns what it removed. It never touches a project of a live owner or of another owner. It
 // returns an error at once when owner cannot be watched from this host.
 func Reap(ctx context.Context, owner string, opts ReapOptions) ([]backend.SweepResult, error) {
-	if opts.Interval <= 0 {
-		opts.Interval = 250 * time.Millisecond
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = time.Minute
-	}
-	if opts.StateDir == "" {
-		opts.StateDir = DefaultStateDir()
-	}
+	opts = reapDefaults(opts)
 	if err := WaitOwner(ctx, owner, opts.Interval); err != nil {
 		return nil, err
 	}
@@ -84,38 +76,12 @@ func reapOn(ctx context.Context, ep *engine.Endpoint, c client.APIClient, owner 
 		}
 		defer c.Close()
 	}
-	// Sweep until a pass finds nothing: a create request that was in flight when the owner died
-	// can land after the first pass. A failed pass is retried until the deadline.
-	var (
-		all     []backend.SweepResult
-		lastErr error
-	)
-	for pass := 0; ; pass++ {
-		res, err := SweepOwner(ctx, c, owner, opts.Remove)
-		for _, r := range res {
-			if r.Err == nil {
-				// A sample's own directory (a Terminal-Bench task's log paths) and its state
-				// cache record go with it, as after any other teardown.
-				if ferr := Forget(opts.StateDir, r.Name); ferr != nil && err == nil {
-					err = ferr
-				}
-			}
-		}
-		all = append(all, res...)
-		lastErr = err
-		if err == nil && len(res) == 0 && pass > 0 {
-			_, err = cleanup.PruneHostFirewall(ctx, c)
-			return all, err
-		}
-		select {
-		case <-ctx.Done():
-			if lastErr == nil {
-				return all, nil
-			}
-			return all, fmt.Errorf("reap %s: %w", owner, lastErr)
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+	return sweepUntilClean(ctx, owner, opts.StateDir, func(ctx context.Context) ([]backend.SweepResult, error) {
+		return SweepOwner(ctx, c, owner, opts.Remove)
+	}, func(ctx context.Context) error {
+		_, err := cleanup.PruneHostFirewall(ctx, c)
+		return err
+	})
 }
 
 // WaitOwner blocks until the owner process is no longer alive, polling every interval. An

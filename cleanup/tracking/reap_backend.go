@@ -39,19 +39,26 @@ func ReapBackend(ctx context.Context, b backend.Remover, owner string, opts Reap
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	// Sweep until a pass finds nothing: a create request that was in flight when the owner died
-	// can land after the first pass. A failed pass is retried until the deadline.
+	return sweepUntilClean(ctx, owner, opts.StateDir, func(ctx context.Context) ([]backend.SweepResult, error) {
+		return SweepOwnerOf(ctx, b, owner, opts.Remove.Grace)
+	}, nil)
+}
+
+// sweepUntilClean is the reaper's loop on every backend: it runs sweep until a pass after the
+// first finds nothing and fails nothing (a create request that was in flight when the owner
+// died can land after the first pass), then runs done (nil: nothing) on that clean pass. A
+// failed pass is retried every half second until ctx ends. The projects a pass removed go
+// from stateDir too (their own directories and state cache records), as after any teardown.
+func sweepUntilClean(ctx context.Context, owner, stateDir string, sweep func(context.Context) ([]backend.SweepResult, error), done func(context.Context) error) ([]backend.SweepResult, error) {
 	var (
 		all     []backend.SweepResult
 		lastErr error
 	)
 	for pass := 0; ; pass++ {
-		res, err := SweepOwnerOf(ctx, b, owner, opts.Remove.Grace)
+		res, err := sweep(ctx)
 		for _, r := range res {
 			if r.Err == nil {
-				// A sample's own directory and its state cache record go with it, as after
-				// any other teardown.
-				if ferr := Forget(opts.StateDir, r.Name); ferr != nil {
+				if ferr := Forget(stateDir, r.Name); ferr != nil {
 					err = errors.Join(err, ferr)
 				}
 			}
@@ -59,7 +66,10 @@ func ReapBackend(ctx context.Context, b backend.Remover, owner string, opts Reap
 		all = append(all, res...)
 		lastErr = err
 		if err == nil && len(res) == 0 && pass > 0 {
-			return all, nil
+			if done != nil {
+				err = done(ctx)
+			}
+			return all, err
 		}
 		select {
 		case <-ctx.Done():

@@ -8,7 +8,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/composebox/composebox/kubernetes"
-	"github.com/composebox/composebox/lifecycle/multiengine"
 	"github.com/composebox/composebox/orchestrator"
 	"github.com/composebox/composebox/orchestrator/backend"
 	"github.com/composebox/composebox/orchestrator/backends"
@@ -31,7 +30,10 @@ type backendFlags struct {
 	// chosen is the backend setup made for a non-default kind; nil for Docker.
 	chosen backend.Backend
 	// engines are the Docker engines Engines and EnginesFile name (none: the environment's).
-	engines []multiengine.EngineConfig
+	engines []backends.EngineConfig
+	// docker is the Docker backend (one engine or several), made by the factory the first
+	// time a verb asks for an orchestrator, and closed by close.
+	docker backend.Backend
 }
 
 func addBackendFlags(root *cobra.Command, f *backendFlags) {
@@ -43,7 +45,8 @@ func addBackendFlags(root *cobra.Command, f *backendFlags) {
 	pf.StringVar(&f.Registry, "registry", "", "host:port of the registry the cluster pulls from and the local engine pushes to, with --backend kubernetes (default $"+kubernetes.EnvRegistry+")")
 }
 
-// setup makes the backend the flags name; Docker's is left to the orchestrator.
+// setup makes the backend the flags name; Docker's is made when a verb first needs it (options),
+// with the logger in force then, so that a verb that needs no engine makes none.
 func (f *backendFlags) setup(g *globals) error {
 	kind := f.Kind
 	if kind == "" {
@@ -76,14 +79,14 @@ func (f *backendFlags) setup(g *globals) error {
 func (f *backendFlags) setupEngines() error {
 	f.engines = nil
 	if f.EnginesFile != "" {
-		cfgs, err := multiengine.LoadFile(f.EnginesFile)
+		cfgs, err := backends.LoadEnginesFile(f.EnginesFile)
 		if err != nil {
 			return usageError{fmt.Errorf("--engines: %w", err)}
 		}
 		f.engines = cfgs
 	}
 	for _, s := range f.Engines {
-		c, err := multiengine.ParseFlag(s)
+		c, err := backends.ParseEngineFlag(s)
 		if err != nil {
 			return usageError{fmt.Errorf("--engine: %w", err)}
 		}
@@ -99,13 +102,34 @@ func (f *backendFlags) setupEngines() error {
 	return nil
 }
 
-// options are the orchestrator options of the chosen backend, before extra.
-func (f *backendFlags) options(extra ...orchestrator.Option) []orchestrator.Option {
-	if len(f.engines) > 0 {
-		return append([]orchestrator.Option{orchestrator.WithEngines(f.engines...)}, extra...)
+// options are the orchestrator options of the chosen backend, before extra: the backend is
+// always given (WithBackend), built by the one factory, orchestrator/backends.
+func (f *backendFlags) options(g *globals, extra ...orchestrator.Option) ([]orchestrator.Option, error) {
+	b := f.chosen
+	if b == nil {
+		if f.docker == nil {
+			sn, err := g.subnets()
+			if err != nil {
+				return nil, usageError{err}
+			}
+			d, err := backends.New(backends.Config{Kind: "docker", Engines: f.engines, Subnets: sn, Logger: g.log})
+			if err != nil {
+				return nil, err
+			}
+			f.docker = d
+		}
+		b = f.docker
 	}
-	if f.chosen == nil {
-		return extra
+	return append([]orchestrator.Option{orchestrator.WithBackend(b)}, extra...), nil
+}
+
+// close releases the backends the flags made, once the verb is done with them (an
+// orchestrator does not close a backend it was given).
+func (f *backendFlags) close() {
+	for _, b := range []backend.Backend{f.docker, f.chosen} {
+		if b != nil {
+			_ = b.Close()
+		}
 	}
-	return append([]orchestrator.Option{orchestrator.WithBackend(f.chosen)}, extra...)
+	f.docker, f.chosen = nil, nil
 }

@@ -189,7 +189,7 @@ func TestKilledRunBinaryIsStale(t *testing.T) {
 
 func TestCleanupRemovesNetworkLeftByHandDeletedContainers(t *testing.T) {
 	o := newLib(t)
-	c := o.Client()
+	c := engineClient(t, o)
 	task := uniqueTask("net")
 	s := samples(t, o, task, twoServices, 1)[0]
 	ctrs, err := c.ContainerList(t.Context(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", projectLabel(s.Project())))})
@@ -218,7 +218,7 @@ func TestCleanupRemovesNetworkLeftByHandDeletedContainers(t *testing.T) {
 
 func TestCleanupByContainerNameDryRunAndTwice(t *testing.T) {
 	o := newLib(t)
-	c := o.Client()
+	c := engineClient(t, o)
 	task := uniqueTask("names")
 	ss := samples(t, o, task, twoServices, 2)
 	a, b := ss[0], ss[1]
@@ -265,7 +265,7 @@ func TestCleanupByContainerNameDryRunAndTwice(t *testing.T) {
 // Cleanup of 20 two-service projects at once, with the time it took in the log.
 func TestCleanupAllOfTwentyTwoServiceProjects(t *testing.T) {
 	o := newLib(t, orchestrator.WithMaxConcurrentSamples(8))
-	c := o.Client()
+	c := engineClient(t, o)
 	task := uniqueTask("twenty")
 	ss := samples(t, o, task, twoServices, 20)
 	start := time.Now()
@@ -316,7 +316,7 @@ func TestVerbsWorkWithTheStateFileDeleted(t *testing.T) {
 	if res := cleanupJSON(t, "--state-dir", dir, ss[1].Project()); len(res.Projects) != 1 {
 		t.Fatalf("cleanup: %+v", res)
 	}
-	if n := testutil.Resources(t, o.Client(), taskLabel(task)); n != 0 {
+	if n := testutil.Resources(t, engineClient(t, o), taskLabel(task)); n != 0 {
 		t.Errorf("%d resources left", n)
 	}
 }
@@ -351,7 +351,7 @@ func TestCleanupImages(t *testing.T) {
 	}
 	state := t.TempDir()
 	o := newLib(t, orchestrator.WithStateDir(state))
-	c := o.Client()
+	c := engineClient(t, o)
 	name := uniqueTask("img")
 	removeTaskProjects(t, c, name)
 	task, err := o.TaskInit(t.Context(), orchestrator.TaskSpec{Name: name, Path: dir})

@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/composebox/composebox/orchestrator"
 )
 
 type egressOptions struct {
@@ -33,7 +31,7 @@ none. COMPOSEBOX_PROJECT stands in for -p.`,
 				return err
 			}
 			opts.Project = p
-			o, err := orchestrator.New(g.backend.options(orchestrator.WithLogger(g.log), orchestrator.WithStateDir(g.stateDir()))...)
+			o, err := g.bareOrchestrator()
 			if err != nil {
 				return err
 			}

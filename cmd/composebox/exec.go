@@ -81,7 +81,7 @@ COMPOSEBOX_PROJECT stands in for -p.`,
 
 // openSandbox finds a live sample's service from labels alone.
 func openSandbox(ctx context.Context, g *globals, project, service string) (*orchestrator.Sandbox, func(), error) {
-	o, err := orchestrator.New(g.backend.options(orchestrator.WithLogger(g.log), orchestrator.WithStateDir(g.stateDir()))...)
+	o, err := g.bareOrchestrator()
 	if err != nil {
 		return nil, nil, err
 	}

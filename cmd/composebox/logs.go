@@ -65,7 +65,7 @@ func runLogs(cmd *cobra.Command, g *globals, opts logsOptions, services []string
 	if g.JSON && opts.Follow {
 		return usageError{errors.New("logs: --json cannot be combined with -f (it prints one document at the end)")}
 	}
-	o, err := orchestrator.New(g.backend.options(orchestrator.WithLogger(g.log), orchestrator.WithStateDir(g.stateDir()))...)
+	o, err := g.bareOrchestrator()
 	if err != nil {
 		return err
 	}

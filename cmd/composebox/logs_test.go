@@ -131,7 +131,7 @@ func TestPsShowsAKilledService(t *testing.T) {
 			side = s.Container
 		}
 	}
-	if err := o.Client().ContainerKill(t.Context(), side, "KILL"); err != nil {
+	if err := engineClient(t, o).ContainerKill(t.Context(), side, "KILL"); err != nil {
 		t.Fatal(err)
 	}
 	if !poll(10e9, func() bool {

@@ -25,6 +25,7 @@ import (
 	"github.com/composebox/composebox/cleanup/tracking"
 	"github.com/composebox/composebox/internal/testutil"
 	"github.com/composebox/composebox/kubernetes"
+	"github.com/composebox/composebox/lifecycle/dockerbackend"
 	"github.com/composebox/composebox/orchestrator"
 	"github.com/composebox/composebox/orchestrator/backend"
 	"github.com/composebox/composebox/orchestrator/backends"
@@ -295,10 +296,21 @@ func newLib(t *testing.T, opts ...orchestrator.Option) *orchestrator.Orchestrato
 	return o
 }
 
+// engineClient is the Engine API client of o's backend, the Docker one New made from the
+// environment, through which a test looks at and kills containers beside the library.
+func engineClient(t *testing.T, o *orchestrator.Orchestrator) client.APIClient {
+	t.Helper()
+	d, ok := o.Backend().(*dockerbackend.Backend)
+	if !ok {
+		t.Fatalf("backend %s: not a Docker engine", o.Backend().Kind())
+	}
+	return d.Client()
+}
+
 // samples starts n samples of yaml under task, at once, owned by this process.
 func samples(t *testing.T, o *orchestrator.Orchestrator, task, yaml string, n int) []*orchestrator.Sample {
 	t.Helper()
-	removeTaskProjects(t, o.Client(), task)
+	removeTaskProjects(t, engineClient(t, o), task)
 	tk, err := o.TaskInit(t.Context(), orchestrator.TaskSpec{Name: task, YAML: []byte(yaml)})
 	if err != nil {
 		t.Fatal(err)

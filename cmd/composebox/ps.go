@@ -28,7 +28,7 @@ exit_code, oom_killed, status, ports}]}.`,
 			if err != nil {
 				return err
 			}
-			o, err := orchestrator.New(g.backend.options(orchestrator.WithLogger(g.log), orchestrator.WithStateDir(g.stateDir()))...)
+			o, err := g.bareOrchestrator()
 			if err != nil {
 				return err
 			}

@@ -10,13 +10,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/composebox/composebox/orchestrator"
+	"github.com/composebox/composebox/orchestrator/backends"
 )
 
 // globals are the flags every verb shares, and the process's streams.
 type globals struct {
 	JSON     bool
 	LogLevel string
-	// Managed subnets (orchestrator.Subnets).
+	// Managed subnets of the Docker backend (backends.Subnets).
 	SubnetPool string
 	SubnetBits int
 	NoSubnets  bool
@@ -48,6 +49,7 @@ type globals struct {
 // run executes one command line and returns the process exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
+	defer g.backend.close()
 	root := newRootCmd(g)
 	root.SetArgs(args)
 	root.SetIn(stdin)
@@ -203,12 +205,12 @@ func (g *globals) stateDir() string {
 }
 
 // subnets is the managed-subnet configuration the flags ask for.
-func (g *globals) subnets() (orchestrator.Subnets, error) {
-	s := orchestrator.Subnets{Disabled: g.NoSubnets, Bits: g.SubnetBits}
+func (g *globals) subnets() (backends.Subnets, error) {
+	s := backends.Subnets{Disabled: g.NoSubnets, Bits: g.SubnetBits}
 	if g.NoSubnets {
 		return s, nil
 	}
-	base, err := orchestrator.ParseSubnetPool(g.SubnetPool, g.SubnetBits)
+	base, err := backends.ParseSubnetPool(g.SubnetPool, g.SubnetBits)
 	if err != nil {
 		return s, fmt.Errorf("--subnet-pool/--subnet-bits: %w", err)
 	}

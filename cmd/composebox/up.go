@@ -196,20 +196,30 @@ func keepPool(ctx context.Context, g *globals, task *orchestrator.Task, n int) e
 
 // orchestrator is the library as the CLI verbs use it.
 func (g *globals) orchestrator(reaper bool, extra ...orchestrator.Option) (*orchestrator.Orchestrator, error) {
-	sn, err := g.subnets()
-	if err != nil {
-		return nil, usageError{err}
-	}
 	lim, err := g.containerLimits()
 	if err != nil {
 		return nil, usageError{err}
 	}
-	opts := []orchestrator.Option{orchestrator.WithLogger(g.log), orchestrator.WithObserver(g.progress.observer()), orchestrator.WithSubnets(sn), orchestrator.WithLimits(lim),
+	opts := []orchestrator.Option{orchestrator.WithLogger(g.log), orchestrator.WithObserver(g.progress.observer()), orchestrator.WithLimits(lim),
 		orchestrator.WithStateDir(g.stateDir())}
 	if reaper {
 		opts = append(opts, orchestrator.WithReaper())
 	}
-	return orchestrator.New(g.backend.options(append(opts, extra...)...)...)
+	opts, err = g.backend.options(g, append(opts, extra...)...)
+	if err != nil {
+		return nil, err
+	}
+	return orchestrator.New(opts...)
+}
+
+// bareOrchestrator is the library with the flags' backend, logger and state directory alone:
+// what the verbs that reach live samples (exec, logs, ps, egress) need.
+func (g *globals) bareOrchestrator() (*orchestrator.Orchestrator, error) {
+	opts, err := g.backend.options(g, orchestrator.WithLogger(g.log), orchestrator.WithStateDir(g.stateDir()))
+	if err != nil {
+		return nil, err
+	}
+	return orchestrator.New(opts...)
 }
 
 // containerLimits are --container-memory and --container-pids as orchestrator.Limits.

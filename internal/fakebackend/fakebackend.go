@@ -417,7 +417,7 @@ func (b *Backend) dieLocked(c *container) {
 	close(c.died)
 	for w := range b.watchers {
 		if matches(c.Labels, w.sel) {
-			d := backend.Death{Project: c.Project, Container: c.Name}
+			d := backend.Death{Project: c.Project, Service: c.Service, Container: c.Name, ContainerID: c.ID}
 			go func() {
 				select {
 				case w.deaths <- d:

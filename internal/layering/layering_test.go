@@ -1,8 +1,13 @@
 package layering
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -88,4 +93,68 @@ func TestContractImportsOnlyNeutralPackages(t *testing.T) {
 			t.Errorf("orchestrator/backend imports %s, which is neither standard nor neutral", i)
 		}
 	}
+}
+
+// The orchestrator's public API names no engine: one file of it, docker.go, builds the
+// default backend (the environment's Docker Engine) and keeps the deprecated Docker options;
+// no other file imports Docker's client or a Docker backend.
+func TestOrchestratorNamesDockerInOnePlace(t *testing.T) {
+	docker := []string{"github.com/docker/docker", module + "lifecycle/dockerbackend", module + "lifecycle/dockerenv",
+		module + "lifecycle/multiengine", module + "internal/subnets", module + "lifecycle/sandboxio"}
+	dir := list(t, "{{.Dir}}", "orchestrator")[0]
+	for _, f := range list(t, "{{join .GoFiles \" \"}}", "orchestrator") {
+		if f == "docker.go" {
+			continue
+		}
+		if bad := forbidden(imports(t, filepath.Join(dir, f)), docker...); len(bad) > 0 {
+			t.Errorf("orchestrator/%s imports %v: only docker.go, which builds the default backend, may", f, bad)
+		}
+	}
+}
+
+// The CLI and the server build their backend with the factory (orchestrator/backends) and give
+// it WithBackend: they import no Docker backend nor Docker's client, and use none of the
+// orchestrator's deprecated Docker options.
+func TestCLIAndServerBuildBackendsWithTheFactory(t *testing.T) {
+	deprecated := map[string]bool{"WithSubnets": true, "WithEngines": true, "WithClient": true, "EngineConfig": true,
+		"Subnets": true, "ParseSubnetPool": true}
+	for _, pkg := range []string{"cmd/composebox", "api"} {
+		imports := list(t, "{{join .Imports \" \"}}", pkg)
+		if bad := forbidden(imports, "github.com/docker/docker", module+"lifecycle/dockerbackend", module+"lifecycle/dockerenv", module+"lifecycle/multiengine"); len(bad) > 0 {
+			t.Errorf("%s imports %v: it builds its backend with orchestrator/backends", pkg, bad)
+		}
+		dir := list(t, "{{.Dir}}", pkg)[0]
+		for _, f := range list(t, "{{join .GoFiles \" \"}}", pkg) {
+			file, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, f), nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(file, func(n ast.Node) bool {
+				if sel, ok := n.(*ast.SelectorExpr); ok {
+					if id, ok := sel.X.(*ast.Ident); ok && id.Name == "orchestrator" && deprecated[sel.Sel.Name] {
+						t.Errorf("%s/%s uses orchestrator.%s, which is deprecated: the backend's options go to orchestrator/backends", pkg, f, sel.Sel.Name)
+					}
+				}
+				return true
+			})
+		}
+	}
+}
+
+// imports are the import paths of the Go file at path.
+func imports(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, i := range f.Imports {
+		p, err := strconv.Unquote(i.Path.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	return out
 }

@@ -31,7 +31,8 @@ func (b *Backend) WatchDeaths(ctx context.Context, opts backend.WatchOptions) (<
 			select {
 			case m := <-msgs:
 				select {
-				case deaths <- backend.Death{Project: m.Actor.Attributes[labels.ComposeProjectLabel], Container: m.Actor.Attributes["name"]}:
+				case deaths <- backend.Death{Project: m.Actor.Attributes[labels.ComposeProjectLabel], Service: m.Actor.Attributes[labels.ComposeServiceLabel],
+					Container: m.Actor.Attributes["name"], ContainerID: m.Actor.ID}:
 				case <-ctx.Done():
 					done <- ctx.Err()
 					return

@@ -164,6 +164,10 @@ func New(cfgs []EngineConfig, cfg Config) (*Backend, error) {
 		closeAll()
 		return nil, err
 	}
+	for _, c := range cfgs {
+		ep, _ := c.EndpointOf()
+		b.byName[c.Name].configured = ep.String()
+	}
 	b.owned = true
 	return b, nil
 }

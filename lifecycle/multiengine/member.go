@@ -34,6 +34,9 @@ type member struct {
 	b      backend.Backend
 	max    int
 	labels map[string]string
+	// configured is the engine's endpoint as its EngineConfig gave it (New), which Describe
+	// reports; "" for a member given as a backend.
+	configured string
 
 	mu sync.Mutex
 	// down: the engine did not answer at checked; downErr says how.

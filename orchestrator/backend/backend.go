@@ -473,9 +473,19 @@ type WatchOptions struct {
 	Since  time.Time
 }
 
-// Death is a container that stopped.
+// Death is a container that stopped, named as Wait named it in its ServiceState, so that a
+// watcher can match a death to a service without knowing the backend.
 type Death struct {
-	Project, Container string
+	// Project is the compose project (the sample) the container belongs to.
+	Project string
+	// Service is the compose service the container runs.
+	Service string
+	// Container is the container's name (ServiceState.Container): the Docker container's
+	// name, the Kubernetes pod's name.
+	Container string
+	// ContainerID is the id the backend's other verbs take (ServiceState.ContainerID,
+	// Target.Container): the Docker container's id, namespace/pod on Kubernetes.
+	ContainerID string
 }
 
 // DoctorOptions tunes Doctor. The zero value checks the default setup.

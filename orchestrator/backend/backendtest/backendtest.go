@@ -236,13 +236,21 @@ func firstService(p *types.Project) string {
 // state is the state of service among states.
 func state(t *testing.T, states []backend.ServiceState, service string) backend.ServiceState {
 	t.Helper()
+	s, ok := stateOf(states, service)
+	if !ok {
+		t.Fatalf("no state for service %s among %d", service, len(states))
+	}
+	return s
+}
+
+// stateOf is service's state among states.
+func stateOf(states []backend.ServiceState, service string) (backend.ServiceState, bool) {
 	for _, s := range states {
 		if s.Service == service {
-			return s
+			return s, true
 		}
 	}
-	t.Fatalf("no state for service %s among %d", service, len(states))
-	return backend.ServiceState{}
+	return backend.ServiceState{}, false
 }
 
 // target is the exec and file target of a service as Wait reported it.

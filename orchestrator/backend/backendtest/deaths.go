@@ -40,9 +40,16 @@ func (e *env) testDeaths(t *testing.T, s *started) {
 			if d.Project != s.name {
 				t.Fatalf("the death watch of project %s reported %+v, of another project", s.name, d)
 			}
-			// Docker names the container by its name, Kubernetes by its id (namespace/pod):
-			// either is taken until backends agree.
-			if d.Container != victim.Container && d.Container != victim.ContainerID {
+			// Every backend names a death as Wait named the service's container: its
+			// service, its name and its id.
+			dead, ok := stateOf(s.states, d.Service)
+			if !ok {
+				t.Fatalf("the death watch reported %+v, of no service of the project", d)
+			}
+			if d.Container != dead.Container || d.ContainerID != dead.ContainerID {
+				t.Fatalf("the death watch reported %+v, want service %s's container named %q, id %q, as Wait named it", d, d.Service, dead.Container, dead.ContainerID)
+			}
+			if d.Service != ServiceVictim {
 				continue // the one-shot service's exit, replayed
 			}
 			info, err := e.b.Inspect(ctx(t), victim.ContainerID)
