@@ -121,6 +121,14 @@ func (b *Backend) stream(ctx context.Context, container string, argv []string, s
 	if err != nil {
 		return 0, err
 	}
+	// The exec always asks for stdout (and stderr without a tty): a caller that wants neither
+	// still gets them read, or the executor logs every message of a stream it was not given.
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
 	so := remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Tty: tty, TerminalSizeQueue: sizes}
 	if !tty {
 		so.Stderr = stderr
