@@ -221,10 +221,11 @@ func (b *Backend) startGateways(ctx context.Context, p *types.Project, meta map[
 	if err != nil {
 		return err
 	}
-	forward, err := upstreamDNS(&types.Project{Name: p.Name}, cf)
-	if err != nil {
-		return err
+	// The sample's own names are the cluster DNS's to answer, whatever --egress-resolver says.
+	if !cf.clusterDNS.IsValid() {
+		return errdefs.New(errdefs.ErrPrerequisite, "kubernetes up "+p.Name+": an egress allowlist needs the cluster DNS's address, to which the gateway forwards the sample's own names: the cluster has no kube-dns Service; set "+EnvDNS)
 	}
+	forward := net.JoinHostPort(cf.clusterDNS.String(), "53")
 	for _, g := range groups {
 		pod := gatewayPod(p, g, ref, upstream, forward, meta)
 		if _, err := b.cs.CoreV1().Pods(p.Name).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

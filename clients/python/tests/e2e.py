@@ -85,6 +85,22 @@ def cluster() -> Tuple[str, str]:
     return _cluster
 
 
+def cluster_dns() -> str:
+    """The resolver the local cluster's pods use (bin/k8s/env's COMPOSEBOX_K8S_DNS), "" when it
+    does not say: the upstream of a sample's egress gateway on a cluster without kube-dns."""
+    dns = os.environ.get("COMPOSEBOX_K8S_DNS", "")
+    if dns:
+        return dns
+    try:
+        with open(os.path.join(REPO, "bin", "k8s", "env")) as f:
+            for line in f:
+                if line.startswith("COMPOSEBOX_K8S_DNS="):
+                    return line.strip().split("=", 1)[1]
+    except FileNotFoundError:
+        pass
+    return ""
+
+
 def backend_flags() -> List[str]:
     """The flags that point a composebox command at the backend under test."""
     if not KUBERNETES:

@@ -21,7 +21,10 @@ services:
     image: ${COMPOSEBOX_BASE_IMAGE}
     command: ["tail", "-f", "/dev/null"]
 """
-SERVE = ["--egress", ALLOWED]
+SERVE = [*e2e.backend_flags(), "--egress", ALLOWED]
+# On a cluster without a kube-dns Service (make k8s's), the backend learns the cluster DNS's
+# address from COMPOSEBOX_K8S_DNS: the gateway forwards the sample's own names there.
+SERVE_ENV = {"COMPOSEBOX_K8S_DNS": e2e.cluster_dns()} if e2e.KUBERNETES and e2e.cluster_dns() else None
 
 
 def lookup(client, s, name):
@@ -41,14 +44,8 @@ def next_denial(q, name, seen):
             return ev
 
 
-@pytest.fixture
-def skip_on_kubernetes():
-    if e2e.KUBERNETES:
-        pytest.skip("egress allowlists are on Docker only")
-
-
-def test_denial_event_and_set_close(bin_path, task_name, skip_on_kubernetes):
-    with Client.spawn(bin_path, args=SERVE) as client:
+def test_denial_event_and_set_close(bin_path, task_name):
+    with Client.spawn(bin_path, args=SERVE, env=SERVE_ENV) as client:
         assert client.version().api_revision >= 5
         events = client.events()
         q = queue.Queue()
@@ -109,7 +106,7 @@ def test_denial_event_and_set_close(bin_path, task_name, skip_on_kubernetes):
             client.task_cleanup(task)
 
 
-def test_sample_without_allowlist_has_no_egress(bin_path, task_name, skip_on_kubernetes):
+def test_sample_without_allowlist_has_no_egress(bin_path, task_name):
     with Client.spawn(bin_path) as client:
         task = client.task_init(name=task_name, compose_yaml=NETWORKED)
         try:
@@ -121,8 +118,8 @@ def test_sample_without_allowlist_has_no_egress(bin_path, task_name, skip_on_kub
 
 
 @pytest.mark.asyncio
-async def test_async_denial_event_and_set_close(bin_path, task_name, skip_on_kubernetes):
-    async with AsyncClient.spawn(bin_path, args=SERVE) as client:
+async def test_async_denial_event_and_set_close(bin_path, task_name):
+    async with AsyncClient.spawn(bin_path, args=SERVE, env=SERVE_ENV) as client:
         events = await client.events()
         task = await client.task_init(name=task_name, compose_yaml=NETWORKED, policy={"egress": [ALLOWED]})
         try:
