@@ -1,7 +1,6 @@
 package kubernetes
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -107,29 +106,14 @@ func (b *Backend) Egress(ctx context.Context, project string) (backend.EgressSta
 // readGatewayLog calls denied with each egress_denied line of a gateway's log and set with the
 // generation of each egress_set line (either may be nil), until the log ends.
 func readGatewayLog(r io.Reader, denied func(backend.EgressDenial), set func(generation string) bool) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		var ev struct {
-			Event      string `json:"event"`
-			Generation string `json:"generation"`
-			egressgw.Denial
-		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil {
-			continue
-		}
-		switch {
-		case ev.Event == "egress_denied" && denied != nil:
-			d := ev.Denial
+	var onDenied func(egressgw.Denial)
+	if denied != nil {
+		onDenied = func(d egressgw.Denial) {
 			denied(backend.EgressDenial{Time: d.Time, Service: d.Service, Client: d.Client,
 				Name: d.Name, Address: d.Address, Port: d.Port, Protocol: d.Protocol, Reason: d.Reason})
-		case ev.Event == "egress_set" && set != nil:
-			if set(ev.Generation) {
-				return nil
-			}
 		}
 	}
-	return sc.Err()
+	return egressgw.ReadLog(r, onDenied, set)
 }
 
 // SetEgress replaces the allowlist of every service of a live sample with allow (empty: reach

@@ -2,10 +2,8 @@ package lifecycle
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -82,24 +80,8 @@ func (e *Engine) Egress(ctx context.Context, project string) (EgressState, error
 	if _, err := stdcopy.StdCopy(&out, io.Discard, logs); err != nil {
 		return st, fmt.Errorf("egress of %s: read the gateway's log: %w", project, err)
 	}
-	err = readDenials(&out, func(d egressgw.Denial) { st.Denials = append(st.Denials, d) })
+	err = egressgw.ReadLog(&out, func(d egressgw.Denial) { st.Denials = append(st.Denials, d) }, nil)
 	return st, err
-}
-
-// readDenials calls fn with each egress_denied record of a gateway's log.
-func readDenials(r io.Reader, fn func(egressgw.Denial)) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		var d struct {
-			Event string `json:"event"`
-			egressgw.Denial
-		}
-		if json.Unmarshal(sc.Bytes(), &d) == nil && d.Event == "egress_denied" {
-			fn(d.Denial)
-		}
-	}
-	return sc.Err()
 }
 
 // WatchEgress follows the sample's gateway log and calls fn with each denial, from the first,
@@ -125,7 +107,7 @@ func (e *Engine) WatchEgress(ctx context.Context, project string, fn func(egress
 	}()
 	stop := context.AfterFunc(ctx, func() { logs.Close() })
 	defer stop()
-	err = readDenials(pr, fn)
+	err = egressgw.ReadLog(pr, fn, nil)
 	pr.Close()
 	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("watch egress of %s: read the gateway's log: %w", project, err)
@@ -178,16 +160,10 @@ func (e *Engine) SetEgress(ctx context.Context, project string, allow []string) 
 	}()
 	defer pr.Close()
 	want := strings.TrimSpace(string(gen))
-	sc := bufio.NewScanner(pr)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		var ev struct {
-			Event      string `json:"event"`
-			Generation string `json:"generation"`
-		}
-		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Event == "egress_set" && ev.Generation == want {
-			return nil
-		}
+	applied := false
+	_ = egressgw.ReadLog(pr, nil, func(g string) bool { applied = g == want; return applied })
+	if applied {
+		return nil
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("set egress of %s: %w", project, ctx.Err())

@@ -20,15 +20,6 @@ import (
 	"github.com/composebox/composebox/internal/egressgw"
 )
 
-// DeniedEvent is the kind of the JSON line the gateway prints for each refusal; the engine side
-// reads the gateway's log for them.
-const deniedEvent = "egress_denied"
-
-// setEvent is the line the gateway logs once it applied a list SetEgress wrote, with the
-// generation written beside the list (the allow file's name + ".generation"), so that SetEgress
-// returns only once the list holds.
-const setEvent = "egress_set"
-
 type egressGatewayOptions struct {
 	Allow     []string
 	AllowFile string
@@ -167,7 +158,7 @@ func runEgressGateway(ctx context.Context, stdout io.Writer, opts egressGatewayO
 			_ = enc.Encode(struct {
 				Event string `json:"event"`
 				egressgw.Denial
-			}{deniedEvent, d})
+			}{egressgw.DeniedEvent, d})
 		},
 	})
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
@@ -188,7 +179,7 @@ func runEgressGateway(ctx context.Context, stdout io.Writer, opts egressGatewayO
 					_ = enc.Encode(struct {
 						Event      string `json:"event"`
 						Generation string `json:"generation"`
-					}{setEvent, strings.TrimSpace(string(gen))})
+					}{egressgw.SetEvent, strings.TrimSpace(string(gen))})
 					mu.Unlock()
 				}
 			}
