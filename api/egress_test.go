@@ -1,16 +1,19 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/composebox/composebox/compose"
 	"github.com/composebox/composebox/internal/fakebackend"
 	"github.com/composebox/composebox/orchestrator"
+	"github.com/composebox/composebox/orchestrator/backend"
 )
 
 // TestNarrowEgress: a request's egress within the server's --egress is taken; beyond it, each
@@ -37,11 +40,36 @@ func TestNarrowEgress(t *testing.T) {
 	}
 }
 
+// egressFake is the fake backend with egress allowlists: the lists it was set, and a state
+// whose ceiling is the task's.
+type egressFake struct {
+	*fakebackend.Backend
+	mu  sync.Mutex
+	set [][]string
+}
+
+func (f *egressFake) Egress(context.Context, string) (backend.EgressState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := backend.EgressState{Ceiling: []string{"pkgs.test"}}
+	if len(f.set) > 0 {
+		st.Allow = f.set[len(f.set)-1]
+	}
+	return st, nil
+}
+
+func (f *egressFake) SetEgress(_ context.Context, _ string, allow []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.set = append(f.set, slices.Clone(allow))
+	return nil
+}
+
 // TestFakeEgressRoutes: a live sample's egress is its lease's alone, and a list beyond the
-// server's --egress is refused naming the flag before the backend is asked; a backend without
-// egress allowlists says so.
+// server's --egress is refused naming the flag before the backend is asked; a list within it
+// reaches the backend. A backend without egress allowlists refuses the task itself.
 func TestFakeEgressRoutes(t *testing.T) {
-	f := fakebackend.New()
+	f := &egressFake{Backend: fakebackend.New()}
 	f.AddImage("fake/app:1", nil)
 	ts := startServerWith(t, Options{Ceiling: Ceiling{Policy: compose.Policy{Egress: []string{"pkgs.test"}}}}, orchestrator.WithBackend(f))
 	a, b := ts.lease(t), ts.lease(t)
@@ -59,8 +87,28 @@ func TestFakeEgressRoutes(t *testing.T) {
 	if !strings.Contains(e.Message, "composebox serve --egress other.test:8080") || strings.Contains(e.Message, "--egress pkgs.test") {
 		t.Errorf("beyond the ceiling: %s", e.Message)
 	}
-	ts.do(t, "PUT", path, strings.NewReader(`{"allow":["pkgs.test"]}`), asA).wantError(t, http.StatusFailedDependency, "prerequisite")
-	ts.do(t, "GET", path, nil, asA).wantError(t, http.StatusFailedDependency, "prerequisite")
+	var st EgressState
+	ts.do(t, "PUT", path, strings.NewReader(`{"allow":["pkgs.test:443"]}`), asA).json(t, &st)
+	if !slices.Equal(st.Allow, []string{"pkgs.test:443"}) || !slices.Equal(st.Ceiling, []string{"pkgs.test"}) {
+		t.Errorf("PUT within the ceiling answered %+v", st)
+	}
+	f.mu.Lock()
+	set := slices.Clone(f.set)
+	f.mu.Unlock()
+	if len(set) != 1 || !slices.Equal(set[0], []string{"pkgs.test:443"}) {
+		t.Errorf("the backend was set %v, want only the list within the ceiling", set)
+	}
+
+	// On a backend that cannot enforce a list, a task with one is refused before any sample.
+	plain := fakebackend.New()
+	plain.AddImage("fake/app:1", nil)
+	ps := startServerWith(t, Options{Ceiling: Ceiling{Policy: compose.Policy{Egress: []string{"pkgs.test"}}}}, orchestrator.WithBackend(plain))
+	pl := ps.lease(t)
+	ps.do(t, "POST", "/v1/tasks", jsonBody(t, TaskRequest{Name: "fake", ComposeYAML: fakeTask}), map[string]string{leaseHeader: pl}).
+		wantError(t, http.StatusNotImplemented, "unsupported")
+	if left := plain.Projects(); len(left) > 0 {
+		t.Errorf("a refused task left projects: %v", left)
+	}
 }
 
 // TestEgressDeniedEventJSON: a denial reaches /v1/events whole, under its kind.

@@ -148,7 +148,7 @@ func TestManagedSubnetPoolFull(t *testing.T) {
 	if !errors.Is(err, ErrAddressPool) || !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Fatalf("up = %v, want ErrAddressPool", err)
 	}
-	for _, want := range []string{"10.214.2.0/27", "--subnet-pool", "WithSubnets"} {
+	for _, want := range []string{"10.214.2.0/27", "--subnet-pool", "backends.Config.Subnets"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}

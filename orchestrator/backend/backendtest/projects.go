@@ -87,7 +87,7 @@ func (e *env) testUp(t, owner *testing.T) *started {
 	if err != nil || !ok {
 		t.Fatalf("list projects: %s not listed (%v)", name, err)
 	}
-	if lp.Task != e.name("task") || lp.Containers != 3 || lp.Running != 2 || (lp.Health != "ok" && lp.Health != ServiceWeb+":starting") || lp.Stale {
+	if lp.Task != e.name("task") || lp.Containers != 3 || lp.Running != 2 || !healthyOrStarting(lp.Health) || lp.Stale {
 		t.Errorf("listed project: %+v, want its task, 3 containers of which 2 run, health ok, not stale", lp)
 	}
 	if t.Failed() {
@@ -175,4 +175,19 @@ func (e *env) testDown(t *testing.T) {
 	if err != nil || none != (backend.Removed{}) {
 		t.Errorf("down of %s, which never existed: %+v, %v, want nothing removed and no error", never, none, err)
 	}
+}
+
+// healthyOrStarting says whether a listed project's health is "ok", or names only services the
+// engine still calls starting: a backend that ran a healthcheck's probe itself hands a service
+// over before the engine's own first probe (web's, or victim's).
+func healthyOrStarting(h string) bool {
+	if h == "ok" {
+		return true
+	}
+	for _, part := range strings.Split(h, ",") {
+		if !strings.HasSuffix(part, ":starting") {
+			return false
+		}
+	}
+	return h != ""
 }
