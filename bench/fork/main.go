@@ -8,6 +8,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -93,7 +94,16 @@ func run(ctx context.Context, args []string) int {
 type timings map[string][]time.Duration
 
 func measure(ctx context.Context, o options) (timings, error) {
-	orc, err := orchestrator.New(orchestrator.WithStateDir(filepath.Join(os.TempDir(), "cbxbench-fork-state")))
+	opts := []orchestrator.Option{orchestrator.WithStateDir(filepath.Join(os.TempDir(), "cbxbench-fork-state"))}
+	// BENCH_DEBUG=1 logs the orchestrator's debug lines and every event, timestamped, to
+	// stderr: where a slow round spent its time.
+	if os.Getenv("BENCH_DEBUG") != "" {
+		opts = append(opts, orchestrator.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))),
+			orchestrator.WithObserver(func(e orchestrator.Event) {
+				fmt.Fprintf(os.Stderr, "%s event %s %s %s %s %s\n", time.Now().Format("15:04:05.000"), e.Kind, e.Project, e.Service, e.Message, e.Duration)
+			}))
+	}
+	orc, err := orchestrator.New(opts...)
 	if err != nil {
 		return nil, err
 	}
